@@ -1,0 +1,14 @@
+"""shoal: step many reinforcement-learning environments at once, fast, behind the Gymnasium vector API.
+
+>>> import shoal
+>>> envs = shoal.make("CartPole-v1", 8)                       # any Gymnasium env, several per worker
+>>> envs.close()
+"""
+
+from shoal import errors
+from shoal.make import make
+from shoal.spaces import Layout
+from shoal.vector import AsyncVectorEnv, SyncVectorEnv, VectorEnv
+
+__version__ = "0.1.0"
+__all__ = ["AsyncVectorEnv", "Layout", "SyncVectorEnv", "VectorEnv", "errors", "make", "__version__"]

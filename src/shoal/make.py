@@ -1,0 +1,129 @@
+"""``shoal.make``: a vector env of any Gymnasium env, on any backend."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, Sequence
+
+import gymnasium
+from gymnasium import Env
+from gymnasium.vector import AutoresetMode
+from gymnasium.vector.utils import batch_differing_spaces
+
+from shoal.errors import ConfigError
+from shoal.vector.base import Backend, VectorEnv
+from shoal.vector.gym_engine import GymEngineFactory
+
+EnvLike = str | Callable[[], Env] | Sequence[Callable[[], Env]]
+
+
+def env_fns_of(env: EnvLike, num_envs: int | None, env_kwargs: dict[str, Any]) -> list[Callable[[], Env]]:
+    """One env constructor per env, from a Gymnasium id, one callable, or a list of callables."""
+    if num_envs is not None and (isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1):
+        raise ConfigError(f"num_envs must be a positive integer, got {num_envs!r}")
+    if isinstance(env, str):
+        if num_envs is None:
+            raise ConfigError(f"num_envs is required with a Gymnasium id ({env!r})")
+        return [functools.partial(gymnasium.make, env, **env_kwargs)] * num_envs
+    if env_kwargs:
+        raise ConfigError(f"keyword arguments {sorted(env_kwargs)} are for gymnasium.make; pass a Gymnasium id")
+    if callable(env):
+        if num_envs is None:
+            raise ConfigError("num_envs is required with a single env constructor")
+        return [env] * num_envs
+    if isinstance(env, (list, tuple)) and env and all(callable(fn) for fn in env):
+        if num_envs is not None and num_envs != len(env):
+            raise ConfigError(f"num_envs={num_envs} but {len(env)} env constructors were given")
+        return list(env)
+    raise ConfigError(
+        f"env must be a Gymnasium id, a callable returning a gymnasium.Env, or a non-empty list of such callables; "
+        f"got {type(env).__name__}"
+    )
+
+
+def make(
+    env: EnvLike,
+    num_envs: int | None = None,
+    *,
+    backend: Backend = "multiprocessing",
+    num_workers: int | None = None,
+    batch_size: int | None = None,
+    autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
+    seed: int | None = None,
+    copy: bool = True,
+    flatten: bool = False,
+    context: str | None = None,
+    daemon: bool = True,
+    inline: bool | None = None,
+    observation_mode: str = "same",
+    ray_address: str | None = None,
+    **env_kwargs: Any,
+) -> VectorEnv:
+    """A vector env of ``num_envs`` copies of ``env`` (or of each callable in a list).
+
+    Args:
+        env: a Gymnasium id (``**env_kwargs`` go to ``gymnasium.make``), a callable returning an env, or a list of
+            callables (``num_envs`` is then their count).
+        num_envs: how many envs.
+        backend: ``"serial"`` (in this process), ``"multiprocessing"`` (worker processes, shared memory) or
+            ``"ray"`` (Ray actors; ``pip install "shoal[ray]"``).
+        num_workers: how many groups step in parallel (processes or actors); default: one per core. Envs are split
+            evenly into consecutive groups, several envs per worker.
+        batch_size: with ``batch_size < num_envs``, ``recv()`` returns the first ``batch_size`` envs to finish
+            (whole workers; ``info["env_id"]`` names them) and ``send()`` takes their actions in that order.
+        autoreset_mode: ``"next_step"``, ``"same_step"`` or ``"disabled"``, with Gymnasium's semantics.
+        seed: seed of the first ``reset()`` when it is called without one.
+        copy: return copies of the observations (else views into shared memory, valid until the next step).
+        flatten: return observations as one flat ``(batch, D)`` array; :meth:`VectorEnv.unflatten` restores them.
+        context: multiprocessing start method: ``"fork"``, ``"spawn"``, ``"forkserver"`` or the platform default.
+        daemon: start workers as daemon processes.
+        inline: the calling process steps one group itself (default: on in synchronous multiprocessing).
+        observation_mode: ``"same"`` or ``"different"`` (spaces that differ only in bounds), as in Gymnasium.
+        ray_address: the Ray cluster to join (default: ``RAY_ADDRESS`` or a new local Ray).
+
+    Example:
+        >>> import shoal
+        >>> envs = shoal.make("CartPole-v1", 8, num_workers=2)
+        >>> obs, info = envs.reset(seed=42)
+        >>> obs.shape
+        (8, 4)
+        >>> envs.close()
+    """
+    env_fns = env_fns_of(env, num_envs, env_kwargs)
+    if observation_mode not in ("same", "different"):
+        raise ConfigError(f"observation_mode must be 'same' or 'different', got {observation_mode!r}")
+    probe = env_fns[0]()
+    try:
+        single_obs, single_act = probe.observation_space, probe.action_space
+        metadata, render_mode = dict(probe.metadata), probe.render_mode
+    finally:
+        probe.close()
+    observation_space = None
+    if observation_mode == "different":
+        if batch_size not in (None, len(env_fns)):
+            raise ConfigError("observation_mode='different' needs batch_size == num_envs")
+        probes = [fn() for fn in env_fns]
+        observation_space = batch_differing_spaces([p.observation_space for p in probes])
+        for p in probes:
+            p.close()
+    factory = GymEngineFactory(env_fns, single_obs, single_act, observation_mode)
+    return VectorEnv(
+        factory,
+        num_envs=len(env_fns),
+        single_observation_space=single_obs,
+        single_action_space=single_act,
+        observation_space=observation_space,
+        metadata=metadata,
+        render_mode=render_mode,
+        backend=backend,
+        num_workers=num_workers,
+        batch_size=batch_size,
+        autoreset_mode=autoreset_mode,
+        seed=seed,
+        copy=copy,
+        flatten=flatten,
+        context=context,
+        daemon=daemon,
+        inline=inline,
+        ray_address=ray_address,
+    )

@@ -1,0 +1,86 @@
+"""The loop each multiprocessing worker runs: one engine over its group's rows of the shared buffers.
+
+Protocol on the worker's pipe (parent -> worker): :data:`STEP` (one byte; the actions are already in shared memory),
+a pickled :class:`~shoal.vector.engine.Command`, or :data:`CLOSE`. Worker -> parent: :data:`OK` (empty: nothing to
+report, the results are in shared memory) or a pickled ``(ok, value)`` pair carrying infos, call results or an
+error. So a step whose infos are empty moves one byte each way and no pickle.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import pickle
+import signal
+import traceback
+from typing import Any
+
+import cloudpickle
+import numpy as np
+
+from shoal.errors import EnvError
+from shoal.vector.buffers import BufferSpec
+
+STEP = b"\x01"
+CLOSE = b"\x02"
+READY = b"\x03"
+OK = b""
+_ORPHAN_POLL_S = 1.0
+log = logging.getLogger(__name__)  # how often a waiting worker checks that its parent is still alive
+
+
+def _error_reply(exc: BaseException) -> bytes:
+    if not isinstance(exc, EnvError):
+        wrapped = EnvError(f"worker raised {type(exc).__name__}: {exc}", remote_traceback=traceback.format_exc())
+        wrapped.__cause__ = exc
+        exc = wrapped
+    try:
+        return pickle.dumps((False, exc))
+    except Exception:  # an unpicklable cause: keep the message and traceback
+        bare = EnvError(str(exc), getattr(exc, "env_id", None), getattr(exc, "remote_traceback", ""))
+        return pickle.dumps((False, bare))
+
+
+def _reply(value: Any) -> bytes:
+    if value is None or (isinstance(value, list) and not value):
+        return OK
+    return pickle.dumps((True, value), protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def run(conn: Any, memory: Any, spec: BufferSpec, factory_bytes: bytes, ids: range, autoreset_mode: Any) -> None:
+    """Worker entry point (the target of ``multiprocessing.Process``)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it closes us
+    parent = os.getppid()
+    buffers = spec.view(memory)
+    try:
+        engine = cloudpickle.loads(factory_bytes)(ids, buffers, autoreset_mode)
+    except BaseException as exc:
+        conn.send_bytes(_error_reply(exc))
+        return
+    conn.send_bytes(READY)
+    all_ids = np.arange(ids.start, ids.stop)
+    try:
+        while True:
+            # Block on the pipe (no spinning: the cores belong to the emulators), waking now and then to notice a
+            # parent that died without closing its end (a forked sibling may hold that end open).
+            while not conn.poll(_ORPHAN_POLL_S):
+                if os.getppid() != parent:
+                    return
+            message = conn.recv_bytes()
+            if message == CLOSE:
+                return
+            try:
+                if message == STEP:
+                    reply = _reply(engine.step(all_ids))
+                else:
+                    reply = _reply(engine.execute(pickle.loads(message)))
+            except BaseException as exc:
+                reply = _error_reply(exc)
+            conn.send_bytes(reply)
+    except (EOFError, OSError, KeyboardInterrupt):
+        return  # the parent is gone
+    finally:
+        try:
+            engine.close()
+        except Exception:  # closing after the parent died: nobody is left to report to
+            log.exception("closing envs %s failed", ids)

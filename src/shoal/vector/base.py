@@ -1,0 +1,504 @@
+"""shoal's one vector env: the Gymnasium API, written once above the backends.
+
+``reset``/``step`` are ``*_async`` + ``*_wait`` (``send``/``recv``); the async state machine, input checks, the
+first-N-of-M batching and the assembly of results live here. Engines own per-env semantics (autoreset, sequences);
+backends only move commands and results (:mod:`shoal.vector.transport`).
+"""
+
+from __future__ import annotations
+
+import os
+from enum import Enum
+from typing import Any, Literal, Sequence
+
+import gymnasium
+import numpy as np
+from gymnasium import spaces
+from gymnasium.vector import AutoresetMode
+from gymnasium.vector.utils import batch_space
+
+from shoal.errors import (
+    AlreadyPendingCallError,
+    ClosedError,
+    ConfigError,
+    NoAsyncCallError,
+    NotResetError,
+    ResetArgumentError,
+    ResetNeededError,
+)
+from shoal.spaces import Layout
+from shoal.vector.buffers import BufferSpec
+from shoal.vector.checks import check_batch, check_reset_mask, check_seeds, check_sequences, is_sequence_batch
+from shoal.vector.engine import Command, Op, Sequences
+from shoal.vector.infos import merge_infos
+from shoal.vector.transport import EngineFactory, Transport
+
+Backend = Literal["serial", "multiprocessing", "ray"]
+
+
+class AsyncState(Enum):
+    """What the vector env is waiting for."""
+
+    DEFAULT = "default"
+    WAITING_RESET = "reset"
+    WAITING_STEP = "step"
+    WAITING_CALL = "call"
+
+
+def parse_autoreset_mode(mode: str | AutoresetMode) -> AutoresetMode:
+    """Gymnasium's enum, its values ("NextStep") or snake_case names ("next_step", ale-py's spelling)."""
+    if isinstance(mode, AutoresetMode):
+        return mode
+    key = str(mode).replace("_", "").replace("-", "").lower()
+    for member in AutoresetMode:
+        if member.value.lower() == key:
+            return member
+    raise ConfigError(
+        f"autoreset_mode must be one of 'next_step', 'same_step', 'disabled' (or gymnasium's AutoresetMode), "
+        f"got {mode!r}"
+    )
+
+
+def split_groups(num_envs: int, num_groups: int) -> list[range]:
+    """``num_envs`` consecutive env ids split into ``num_groups`` ranges whose sizes differ by at most one."""
+    base, extra = divmod(num_envs, num_groups)
+    bounds = np.cumsum([0] + [base + (g < extra) for g in range(num_groups)])
+    return [range(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+class VectorEnv(gymnasium.vector.VectorEnv):
+    """A batch of envs stepped by a backend, behind Gymnasium's ``VectorEnv`` API.
+
+    Build one with :func:`shoal.make`, :class:`shoal.AtariVectorEnv` or the drop-in
+    :class:`shoal.vector.SyncVectorEnv` / :class:`shoal.vector.AsyncVectorEnv`; the arguments are documented on
+    :func:`shoal.make`.
+
+    Example:
+        >>> import shoal
+        >>> with shoal.make("CartPole-v1", 4, backend="serial") as envs:
+        ...     obs, info = envs.reset(seed=0)
+        ...     obs, rew, term, trunc, info = envs.step(envs.action_space.sample())
+        >>> obs.shape
+        (4, 4)
+    """
+
+    def __init__(
+        self,
+        factory: EngineFactory,
+        *,
+        num_envs: int,
+        single_observation_space: spaces.Space,
+        single_action_space: spaces.Space,
+        observation_space: spaces.Space | None = None,
+        metadata: dict[str, Any] | None = None,
+        render_mode: str | None = None,
+        backend: Backend = "multiprocessing",
+        num_workers: int | None = None,
+        batch_size: int | None = None,
+        autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
+        seed: int | None = None,
+        copy: bool = True,
+        flatten: bool = False,
+        context: str | None = None,
+        daemon: bool = True,
+        inline: bool | None = None,
+        extras: dict[str, tuple[np.dtype, tuple[int, ...]]] | None = None,
+        ray_address: str | None = None,
+    ) -> None:
+        self.closed = True  # until the backend is up, so __del__ of a half-built env does nothing
+        if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)) or num_envs < 1:
+            raise ConfigError(f"num_envs must be a positive integer, got {num_envs!r}")
+        self.num_envs = int(num_envs)
+        self.autoreset_mode = parse_autoreset_mode(autoreset_mode)
+        self.backend = backend
+        self.num_workers = self._num_workers(backend, num_workers)
+        self.batch_size = self._batch_size(batch_size)
+        self.is_async = self.batch_size < self.num_envs
+        if inline is None:
+            inline = backend == "multiprocessing" and not self.is_async and self.num_workers > 1
+        if inline and self.is_async:
+            raise ConfigError(
+                "inline=True (the calling process steps a group of envs) needs batch_size == num_envs: in "
+                "asynchronous mode the calling process must stay free while envs step"
+            )
+        self.copy = copy
+        self.flatten = flatten
+        self._default_seed = seed
+        self.single_observation_space = single_observation_space
+        self.single_action_space = single_action_space
+        self._obs_layout = Layout(single_observation_space)
+        self._action_layout = Layout(single_action_space)
+        self.metadata = dict(metadata or {})
+        self.metadata["autoreset_mode"] = self.autoreset_mode
+        self.render_mode = render_mode
+        if flatten:
+            self.observation_space = spaces.Box(
+                _dtype_min(self._obs_layout.flat_dtype),
+                _dtype_max(self._obs_layout.flat_dtype),
+                (self.batch_size, self._obs_layout.flat_size),
+                self._obs_layout.flat_dtype,
+            )
+        else:
+            self.observation_space = observation_space or batch_space(single_observation_space, self.batch_size)
+        self.action_space = batch_space(single_action_space, self.batch_size)
+
+        self.groups = split_groups(self.num_envs, self.num_workers)
+        spec = BufferSpec(self.num_envs, self._obs_layout, self._action_layout, dict(extras or {}))
+        self._transport = self._make_transport(
+            factory, spec, backend, context=context, daemon=daemon, inline=inline, address=ray_address
+        )
+        self._buffers = self._transport.buffers
+        self._state = AsyncState.DEFAULT
+        self._held: list[int] | None = None  # groups whose envs the caller holds (None before the first reset)
+        self._ready: list[tuple[int, Any]] = []  # answers collected early (async mode), handed out first by recv
+        self._sent: list[int] = []
+        self._reset_request: tuple[list[int], bool] = ([], False)
+        self._used_sequences: set[int] = set()
+        self.closed = False
+
+    # -- construction ------------------------------------------------------------------------------------------------
+
+    def _num_workers(self, backend: str, num_workers: int | None) -> int:
+        if backend not in ("serial", "multiprocessing", "ray"):
+            raise ConfigError(f"backend must be 'serial', 'multiprocessing' or 'ray', got {backend!r}")
+        if num_workers is None:
+            return 1 if backend == "serial" else min(self.num_envs, os.cpu_count() or 1)
+        if isinstance(num_workers, bool) or not isinstance(num_workers, (int, np.integer)):
+            raise ConfigError(f"num_workers must be an integer, got {num_workers!r}")
+        if not 1 <= num_workers <= self.num_envs:
+            raise ConfigError(f"num_workers must be between 1 and num_envs={self.num_envs}, got {num_workers}")
+        return int(num_workers)
+
+    def _batch_size(self, batch_size: int | None) -> int:
+        if batch_size is None or batch_size == self.num_envs:
+            return self.num_envs
+        if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)):
+            raise ConfigError(f"batch_size must be an integer, got {batch_size!r}")
+        if not 1 <= batch_size <= self.num_envs:
+            raise ConfigError(f"batch_size must be between 1 and num_envs={self.num_envs}, got {batch_size}")
+        if self.num_envs % self.num_workers:
+            raise ConfigError(
+                f"batch_size < num_envs returns whole workers, so num_envs ({self.num_envs}) must be divisible by "
+                f"num_workers ({self.num_workers})"
+            )
+        per_worker = self.num_envs // self.num_workers
+        if batch_size % per_worker:
+            raise ConfigError(
+                f"batch_size ({batch_size}) must be a multiple of the envs per worker "
+                f"(num_envs / num_workers = {per_worker}); try batch_size={max(per_worker, batch_size // per_worker * per_worker)}"
+            )
+        return int(batch_size)
+
+    def _make_transport(self, factory: EngineFactory, spec: BufferSpec, backend: str, **options: Any) -> Transport:
+        if backend == "serial":
+            from shoal.vector.serial import SerialTransport
+
+            return SerialTransport(factory, self.groups, spec, self.autoreset_mode)
+        if backend == "ray":
+            from shoal.vector.ray import RayTransport
+
+            return RayTransport(factory, self.groups, spec, self.autoreset_mode, address=options["address"])
+        from shoal.vector.multiproc import MultiprocessingTransport
+
+        return MultiprocessingTransport(
+            factory,
+            self.groups,
+            spec,
+            self.autoreset_mode,
+            context=options["context"],
+            daemon=options["daemon"],
+            inline=options["inline"],
+        )
+
+    # -- reset -------------------------------------------------------------------------------------------------------
+
+    def reset(
+        self, *, seed: int | Sequence[int | None] | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        """Reset every env (or those of ``options["reset_mask"]``); return the first batch and its infos.
+
+        ``seed``: None, an int (env ``i`` gets ``seed + i``) or one int/None per env. In asynchronous mode
+        (``batch_size < num_envs``) a full reset returns the first ``batch_size`` envs to finish; a partial reset may
+        only name envs of the batch the caller holds, and returns that batch again.
+        """
+        self.reset_async(seed=seed, options=options)
+        return self.reset_wait()
+
+    def reset_async(
+        self, seed: int | Sequence[int | None] | None = None, options: dict[str, Any] | None = None
+    ) -> None:
+        """Start a reset; :meth:`reset_wait` returns its results."""
+        self._check_idle("reset_async")
+        options = dict(options or {})
+        mask = options.pop("reset_mask", None)
+        if seed is None and self._held is None:
+            seed = self._default_seed
+        seeds = check_seeds(seed, self.num_envs)
+        payload_options = options or None
+        if mask is None:
+            self._discard_in_flight()
+            groups = list(range(len(self.groups)))
+            ids = [self._group_ids(g) for g in groups]
+        else:
+            mask = check_reset_mask(mask, self.num_envs)
+            if self._held is None:
+                raise NotResetError("a partial reset (reset_mask) needs a full reset() first")
+            held_ids = np.zeros(self.num_envs, np.bool_)
+            held_ids[self._held_envs()] = True
+            if (mask & ~held_ids).any():
+                raise ResetArgumentError(
+                    f"envs {np.flatnonzero(mask & ~held_ids).tolist()} are stepping (sent, not yet received); in "
+                    f"asynchronous mode only envs of the batch you hold ({self._held_envs().tolist()}) can be reset"
+                )
+            groups = [g for g, r in enumerate(self.groups) if mask[r.start : r.stop].any()]
+            ids = [np.flatnonzero(mask[self.groups[g].start : self.groups[g].stop]) + self.groups[g].start for g in groups]
+        commands = {
+            g: Command(Op.RESET, i, ([seeds[e] for e in i.tolist()], payload_options)) for g, i in zip(groups, ids)
+        }
+        self._transport.dispatch(commands)
+        self._reset_request = (groups, mask is None)
+        self._state = AsyncState.WAITING_RESET
+
+    def reset_wait(self, timeout: float | None = None) -> tuple[Any, dict[str, Any]]:
+        """The results of :meth:`reset_async`."""
+        self._check_waiting(AsyncState.WAITING_RESET, "reset_wait")
+        groups, full = self._reset_request
+        self._state = AsyncState.DEFAULT
+        if full and self.is_async:
+            answers = self._transport.collect_any(self.batch_size // len(self.groups[0]))
+            self._held = [g for g, _ in answers]
+        else:
+            answers = self._transport.collect(groups)
+            if full:
+                self._held = list(range(len(self.groups)))
+        if self.is_async:
+            ids = self._held_envs()
+            infos = self._infos(answers, ids)
+            infos["env_id"] = ids.copy()
+            return self._observations(self._rows(ids)), infos
+        return self._observations(slice(None)), self._infos(answers, None)
+
+    # -- step --------------------------------------------------------------------------------------------------------
+
+    def step(self, actions: Any, gamma: float | None = None) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]:
+        """Step the envs of the current batch; ``actions`` may be one action per env or one sequence per env.
+
+        With sequences (a list holding one numpy array of actions per env), each env runs its sequence inside its
+        worker and stops early when its episode ends; the reward is ``sum_k gamma**k * r_k`` over the steps taken
+        and ``info["steps_taken"]`` counts them. An empty sequence skips its env (last observation, reward 0).
+        """
+        self.send(actions, gamma=gamma)
+        return self.recv()
+
+    def send(self, actions: Any, gamma: float | None = None) -> None:
+        """Start a step of the batch the caller holds (all envs, or ``info["env_id"]`` of the last batch)."""
+        self._check_idle("send")
+        if self._held is None:
+            raise NotResetError("call reset() before step()/send()")
+        ids = self._held_envs()
+        n = len(ids)
+        if is_sequence_batch(self.single_action_space, actions):
+            values, offsets, discount = check_sequences(
+                self.single_action_space, actions, n, 1.0 if gamma is None else gamma
+            )
+            stepping = ids[np.diff(offsets) > 0]
+            starts = np.cumsum([0] + [len(self.groups[g]) for g in self._held])[:-1].tolist()
+            parts = Sequences(values, offsets, discount).split(starts)
+            commands = {g: Command(Op.SEQUENCES, self._group_ids(g), p) for g, p in zip(self._held, parts)}
+        else:
+            batch = check_batch(self.single_action_space, actions, n, "actions")
+            self._action_layout.write(self._buffers.actions, self._rows(ids), batch)
+            stepping = ids
+            commands = {g: Command(Op.STEP, self._group_ids(g)) for g in self._held}
+        if self.autoreset_mode is AutoresetMode.DISABLED:
+            ended = stepping[self._buffers.needs_reset[stepping]]
+            if len(ended):
+                raise ResetNeededError(
+                    f"envs {ended.tolist()} ended their episode and autoreset_mode='disabled': reset them with "
+                    f"reset(options={{'reset_mask': mask}}) before stepping them again"
+                )
+        sequenced = {g for g, c in commands.items() if c.op is Op.SEQUENCES}
+        self._used_sequences = sequenced | (self._used_sequences - set(commands))
+        self._transport.dispatch(commands)
+        self._sent = list(self._held)
+        self._state = AsyncState.WAITING_STEP
+
+    def recv(self) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]:
+        """Wait for the step started by :meth:`send`; in asynchronous mode, the first ``batch_size`` envs to finish."""
+        self._check_waiting(AsyncState.WAITING_STEP, "recv")
+        self._state = AsyncState.DEFAULT
+        if self.is_async:
+            wanted = self.batch_size // len(self.groups[0])
+            answers, self._ready = self._ready[:wanted], self._ready[wanted:]
+            if len(answers) < wanted:
+                answers += self._transport.collect_any(wanted - len(answers))
+            self._held = [g for g, _ in answers]
+            ids = self._held_envs()
+            rows: Any = self._rows(ids)
+        else:
+            answers = self._transport.collect(self._sent)
+            ids, rows = None, slice(None)
+        b = self._buffers
+        infos = self._infos(answers, ids)
+        if any(g in self._used_sequences for g, _ in answers):
+            infos["steps_taken"] = b.steps_taken[rows].copy()
+        if ids is not None:
+            infos["env_id"] = ids.copy()
+        return (
+            self._observations(rows),
+            b.rewards[rows].copy(),
+            b.terminations[rows].copy(),
+            b.truncations[rows].copy(),
+            infos,
+        )
+
+    step_async = send
+    step_wait = recv
+
+    # -- call / attributes --------------------------------------------------------------------------------------------
+
+    def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+        """Call ``name(*args, **kwargs)`` on every env (or read it, if it is not callable); one result per env."""
+        self.call_async(name, *args, **kwargs)
+        return self.call_wait()
+
+    def call_async(self, name: str, *args: Any, **kwargs: Any) -> None:
+        self._run_everywhere(Op.CALL, (name, args, kwargs))
+
+    def call_wait(self, timeout: float | None = None) -> tuple[Any, ...]:
+        self._check_waiting(AsyncState.WAITING_CALL, "call_wait")
+        self._state = AsyncState.DEFAULT
+        answers = self._transport.collect(list(range(len(self.groups))))
+        return tuple(value for _, result in answers for value in result)
+
+    def get_attr(self, name: str) -> tuple[Any, ...]:
+        """The attribute ``name`` of every env."""
+        self._run_everywhere(Op.GET_ATTR, name)
+        return self.call_wait()
+
+    def set_attr(self, name: str, values: Any) -> None:
+        """Set attribute ``name`` on every env: one value per env (list/tuple), or the same value for all."""
+        if isinstance(values, (list, tuple)):
+            if len(values) != self.num_envs:
+                raise ConfigError(f"set_attr needs one value per env ({self.num_envs}), got {len(values)}")
+        else:
+            values = [values] * self.num_envs
+        self._check_idle("set_attr")
+        self._park_in_flight()
+        self._transport.dispatch(
+            {
+                g: Command(Op.SET_ATTR, self._group_ids(g), (name, list(values[r.start : r.stop])))
+                for g, r in enumerate(self.groups)
+            }
+        )
+        self._transport.collect(list(range(len(self.groups))))
+
+    def _run_everywhere(self, op: Op, payload: Any) -> None:
+        self._check_idle(op.name.lower())
+        self._park_in_flight()
+        self._transport.dispatch(
+            {g: Command(op, self._group_ids(g), payload) for g in range(len(self.groups))}
+        )
+        self._state = AsyncState.WAITING_CALL
+
+    def render(self) -> tuple[Any, ...] | None:
+        """Each env's ``render()``."""
+        return self.call("render")
+
+    # -- flat observations -----------------------------------------------------------------------------------------
+
+    def unflatten(self, flat: np.ndarray) -> Any:
+        """A flat observation batch (``flatten=True``) back in Gymnasium shape, as views without a copy."""
+        return self._obs_layout.unflatten(flat)
+
+    # -- closing -----------------------------------------------------------------------------------------------------
+
+    def close_extras(self, **kwargs: Any) -> None:
+        transport = getattr(self, "_transport", None)
+        if transport is not None:
+            transport.close()
+
+    def __enter__(self) -> VectorEnv:
+        return self
+
+    def __exit__(self, *args: Any) -> bool:
+        self.close()
+        return False
+
+    # -- helpers -----------------------------------------------------------------------------------------------------
+
+    def _group_ids(self, group: int) -> np.ndarray:
+        return np.arange(self.groups[group].start, self.groups[group].stop)
+
+    def _held_envs(self) -> np.ndarray:
+        assert self._held is not None
+        return np.concatenate([self._group_ids(g) for g in self._held])
+
+    @staticmethod
+    def _rows(ids: np.ndarray) -> Any:
+        """A slice when ``ids`` are consecutive (views, and copies of one block), else the ids themselves."""
+        if len(ids) and ids[-1] - ids[0] == len(ids) - 1 and (np.diff(ids) == 1).all():
+            return slice(int(ids[0]), int(ids[-1]) + 1)
+        return ids
+
+    def _observations(self, rows: Any) -> Any:
+        batch = self._buffers.obs[rows]
+        fresh = not isinstance(rows, slice)  # fancy indexing already copied
+        if self.flatten:
+            flat = self._obs_layout.flat(batch)
+            return flat.copy() if self.copy and not fresh else flat
+        return self._obs_layout.read(batch, copy=self.copy and not fresh)
+
+    def _infos(self, answers: list[tuple[int, Any]], ids: np.ndarray | None) -> dict[str, Any]:
+        entries = [entry for _, result in answers if result for entry in result]
+        if ids is None:
+            infos = merge_infos(entries, self.num_envs)
+            rows: Any = slice(None)
+        else:
+            row_of = {int(e): r for r, e in enumerate(ids)}
+            infos = merge_infos(((row_of[e], info) for e, info in entries), len(ids))
+            rows = self._rows(ids)
+        for name, array in self._buffers.extras.items():
+            infos[name] = array[rows].copy()
+        return infos
+
+    def _check_idle(self, name: str) -> None:
+        if self.closed:
+            raise ClosedError(f"{name}: this vector env is closed")
+        if self._state is not AsyncState.DEFAULT:
+            raise AlreadyPendingCallError(
+                f"{name}: a {self._state.value} call is still pending; receive it first (recv()/"
+                f"{self._state.value}_wait())",
+                self._state.value,
+            )
+
+    def _check_waiting(self, state: AsyncState, name: str) -> None:
+        if self.closed:
+            raise ClosedError(f"{name}: this vector env is closed")
+        if self._state is not state:
+            started = {"recv": "send()", "reset_wait": "reset_async()", "call_wait": "call_async()"}.get(name, "")
+            raise NoAsyncCallError(f"{name}: no pending call to wait for; call {started} first", state.value)
+
+    def _in_flight(self) -> list[int]:
+        if not self.is_async or self._held is None:
+            return []
+        taken = set(self._held) | {g for g, _ in self._ready}
+        return [g for g in range(len(self.groups)) if g not in taken]
+
+    def _park_in_flight(self) -> None:
+        """Collect the groups still stepping (async mode) and keep their answers for the next ``recv``."""
+        waiting = self._in_flight()
+        if waiting:
+            self._ready += self._transport.collect(waiting)
+
+    def _discard_in_flight(self) -> None:
+        self._park_in_flight()
+        self._ready = []
+
+
+def _dtype_min(dtype: np.dtype) -> Any:
+    return np.iinfo(dtype).min if dtype.kind in "iu" else (0 if dtype.kind == "b" else -np.inf)
+
+
+def _dtype_max(dtype: np.dtype) -> Any:
+    return np.iinfo(dtype).max if dtype.kind in "iu" else (1 if dtype.kind == "b" else np.inf)

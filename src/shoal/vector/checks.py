@@ -1,0 +1,172 @@
+"""Checks of user input (actions, sequences, seeds, masks) that raise typed errors saying what was expected and what came.
+
+Each check is a handful of numpy calls over the whole batch, never a Python loop over envs, so they run on every
+step without costing the hot path more than a few microseconds.
+"""
+
+from __future__ import annotations
+
+from functools import singledispatch
+from typing import Any
+
+import numpy as np
+from gymnasium import spaces
+
+from shoal.errors import ActionError, ResetArgumentError
+
+_INTEGER_KINDS = "iub"
+_NUMERIC_KINDS = "iubf"
+
+
+def _as_array(value: Any, where: str) -> np.ndarray:
+    try:
+        array = np.asarray(value)
+    except (ValueError, TypeError) as exc:
+        raise ActionError(f"{where}: could not be read as an array ({exc})") from exc
+    return array
+
+
+def _check_shape(array: np.ndarray, shape: tuple[int, ...], where: str) -> None:
+    if array.shape != shape:
+        raise ActionError(f"{where}: expected shape {shape}, got {array.shape}")
+
+
+def _check_integers(array: np.ndarray, where: str) -> None:
+    if array.dtype.kind not in _INTEGER_KINDS:
+        raise ActionError(f"{where}: expected integer actions, got dtype {array.dtype}")
+
+
+def _check_range(array: np.ndarray, low: Any, high: Any, where: str) -> None:
+    """Every element within [low, high] (inclusive; low/high broadcast against the trailing axes)."""
+    bad = (array < low) | (array > high)
+    if bad.any():
+        index = tuple(int(i) for i in np.argwhere(bad)[0])
+        lo = np.broadcast_to(low, array.shape)[index]
+        hi = np.broadcast_to(high, array.shape)[index]
+        raise ActionError(f"{where}: action {array[index]} at index {index} is outside [{lo}, {hi}]")
+
+
+@singledispatch
+def check_batch(space: spaces.Space, value: Any, n: int, where: str) -> Any:
+    """``value`` as a batch of ``n`` actions of ``space`` (arrays), or an :class:`ActionError`."""
+    raise ActionError(f"{where}: actions of {type(space).__name__} spaces cannot be batched")
+
+
+@check_batch.register
+def _(space: spaces.Box, value: Any, n: int, where: str) -> np.ndarray:
+    array = _as_array(value, where)
+    if array.dtype.kind not in _NUMERIC_KINDS:
+        raise ActionError(f"{where}: expected numeric actions for {space}, got dtype {array.dtype}")
+    _check_shape(array, (n, *space.shape), where)
+    return array
+
+
+@check_batch.register
+def _(space: spaces.Discrete, value: Any, n: int, where: str) -> np.ndarray:
+    array = _as_array(value, where)
+    _check_integers(array, where)
+    _check_shape(array, (n,), where)
+    _check_range(array, space.start, space.start + space.n - 1, where)
+    return array
+
+
+@check_batch.register
+def _(space: spaces.MultiDiscrete, value: Any, n: int, where: str) -> np.ndarray:
+    array = _as_array(value, where)
+    _check_integers(array, where)
+    _check_shape(array, (n, *space.shape), where)
+    _check_range(array, space.start, space.start + space.nvec - 1, where)
+    return array
+
+
+@check_batch.register
+def _(space: spaces.MultiBinary, value: Any, n: int, where: str) -> np.ndarray:
+    array = _as_array(value, where)
+    _check_integers(array, where)
+    _check_shape(array, (n, *space.shape), where)
+    _check_range(array, 0, 1, where)
+    return array
+
+
+@check_batch.register
+def _(space: spaces.Dict, value: Any, n: int, where: str) -> dict:
+    if not isinstance(value, dict):
+        raise ActionError(f"{where}: expected a dict with keys {list(space.spaces)}, got {type(value).__name__}")
+    if set(value) != set(space.spaces):
+        raise ActionError(f"{where}: expected keys {sorted(space.spaces)}, got {sorted(value)}")
+    return {key: check_batch(sub, value[key], n, f"{where}[{key!r}]") for key, sub in space.spaces.items()}
+
+
+@check_batch.register
+def _(space: spaces.Tuple, value: Any, n: int, where: str) -> tuple:
+    if not isinstance(value, (tuple, list)) or len(value) != len(space.spaces):
+        raise ActionError(f"{where}: expected a tuple of {len(space.spaces)} batches, got {type(value).__name__}")
+    return tuple(check_batch(sub, v, n, f"{where}[{i}]") for i, (sub, v) in enumerate(zip(space.spaces, value)))
+
+
+def is_sequence_batch(space: spaces.Space, actions: Any) -> bool:
+    """Whether ``actions`` is a list of per-env action sequences rather than one batch of actions.
+
+    A list or tuple counts as sequences when any element is a numpy array with one more axis than a single action.
+    """
+    if not isinstance(actions, (list, tuple)) or not isinstance(space, (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)):
+        return False
+    ndim = len(space.shape)
+    return any(isinstance(a, np.ndarray) and a.ndim == ndim + 1 for a in actions)
+
+
+def check_sequences(space: spaces.Space, sequences: Any, n: int, gamma: Any) -> tuple[np.ndarray, np.ndarray, float]:
+    """Per-env sequences as ``(values, offsets, gamma)``: env ``j`` runs ``values[offsets[j]:offsets[j + 1]]``."""
+    if not isinstance(space, (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)):
+        raise ActionError(f"action sequences need an array action space (Box, Discrete, ...), got {space}")
+    if len(sequences) != n:
+        raise ActionError(f"expected one action sequence per env ({n}), got {len(sequences)}")
+    if isinstance(gamma, bool) or not isinstance(gamma, (int, float, np.floating, np.integer)) or not 0.0 <= gamma <= 1.0:
+        raise ActionError(f"gamma must be a number in [0, 1], got {gamma!r}")
+    parts = []
+    for j, seq in enumerate(sequences):
+        if not isinstance(seq, np.ndarray):
+            raise ActionError(
+                f"sequence {j}: expected a numpy array of shape (length, {', '.join(map(str, space.shape))}), "
+                f"got {type(seq).__name__}"
+            )
+        if seq.ndim != len(space.shape) + 1:
+            raise ActionError(f"sequence {j}: expected {len(space.shape) + 1} axes, got shape {seq.shape}")
+        parts.append(check_batch(space, seq, len(seq), f"sequence {j}"))
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    offsets[1:] = np.cumsum([len(p) for p in parts])
+    values = np.concatenate(parts).astype(space.dtype, copy=False) if offsets[-1] else np.zeros((0, *space.shape), space.dtype)
+    return values, offsets, float(gamma)
+
+
+def check_seeds(seed: Any, n: int) -> list[int | None]:
+    """Gymnasium's seed forms: None, an int (``seed + i`` for env ``i``) or one int/None per env."""
+    if seed is None:
+        return [None] * n
+    if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
+        if seed < 0:
+            raise ResetArgumentError(f"seed must be a non-negative integer, got {seed}")
+        return [int(seed) + i for i in range(n)]
+    if isinstance(seed, (list, tuple, np.ndarray)):
+        seeds = list(seed)
+        if len(seeds) != n:
+            raise ResetArgumentError(f"expected {n} seeds (one per env), got {len(seeds)}")
+        for i, s in enumerate(seeds):
+            if s is not None and (not isinstance(s, (int, np.integer)) or isinstance(s, bool) or s < 0):
+                raise ResetArgumentError(f"seed {i}: expected a non-negative integer or None, got {s!r}")
+        return [None if s is None else int(s) for s in seeds]
+    raise ResetArgumentError(f"seed must be None, an int or a sequence of {n} ints, got {type(seed).__name__}")
+
+
+def check_reset_mask(mask: Any, n: int) -> np.ndarray:
+    """A boolean array of shape ``(n,)`` with at least one True."""
+    if not isinstance(mask, np.ndarray) or mask.dtype != np.bool_:
+        raise ResetArgumentError(
+            f"options['reset_mask'] must be a numpy bool array of shape ({n},), got "
+            f"{type(mask).__name__} with dtype {getattr(mask, 'dtype', None)}"
+        )
+    if mask.shape != (n,):
+        raise ResetArgumentError(f"options['reset_mask'] must have shape ({n},), got {mask.shape}")
+    if not mask.any():
+        raise ResetArgumentError("options['reset_mask'] selects no env; at least one entry must be True")
+    return mask

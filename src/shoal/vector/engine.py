@@ -1,0 +1,250 @@
+"""The engine: a group of envs stepped in one process, writing into their rows of the shared buffers.
+
+Autoreset (next-step, same-step, disabled), multi-step action sequences with discounting, and the per-env info
+entries are written here once. Every backend runs engines (the serial backend in-process, each multiprocessing
+worker or Ray actor one engine over its group of envs), so every backend has the same semantics by construction.
+
+A concrete engine supplies two primitives, both working on a batch of env ids so that an engine can batch work
+across its envs (the Atari engine resizes all its screens in one call):
+
+* ``_reset_envs(ids, seeds, options)``: reset those envs, write their observations; return their info dicts.
+* ``_step_envs(ids, actions)``: one primitive step each; write observations, rewards, terminations, truncations.
+"""
+
+from __future__ import annotations
+
+import traceback
+from abc import ABC, abstractmethod
+from contextlib import contextmanager
+from enum import IntEnum
+from typing import Any, Iterator, NamedTuple, Sequence
+
+import numpy as np
+from gymnasium.vector import AutoresetMode
+
+from shoal.errors import EnvError, ResetNeededError, ShoalError
+from shoal.vector.buffers import Buffers
+
+InfoEntries = list[tuple[int, dict[str, Any]]]
+"""``(env_id, info)`` pairs in env order; an env may have two (same-step: the final info, then the reset info)."""
+
+
+class Op(IntEnum):
+    """What a command asks an engine to do."""
+
+    STEP = 1
+    SEQUENCES = 2
+    RESET = 3
+    CALL = 4
+    GET_ATTR = 5
+    SET_ATTR = 6
+
+
+class Command(NamedTuple):
+    """One request to an engine. ``ids`` are global env ids, all hosted by that engine."""
+
+    op: Op
+    ids: np.ndarray
+    payload: Any = None
+
+
+class Sequences(NamedTuple):
+    """Action sequences for several envs: env ``j`` runs ``values[offsets[j]:offsets[j + 1]]``."""
+
+    values: np.ndarray
+    offsets: np.ndarray
+    gamma: float
+
+    def split(self, starts: Sequence[int]) -> list[Sequences]:
+        """The sequences of consecutive slices of envs, ``starts`` being each slice's first env position."""
+        bounds = list(starts) + [len(self.offsets) - 1]
+        parts = []
+        for a, b in zip(bounds[:-1], bounds[1:]):
+            lo, hi = self.offsets[a], self.offsets[b]
+            parts.append(Sequences(self.values[lo:hi], self.offsets[a : b + 1] - lo, self.gamma))
+        return parts
+
+
+def env_error(env_id: int, exc: Exception) -> Exception:
+    """What to raise for ``exc`` raised by env ``env_id``: an :class:`EnvError` naming it, with its traceback.
+
+    Call it inside the ``except`` block (it reads the traceback being handled); shoal's own errors pass through.
+    """
+    if isinstance(exc, ShoalError):
+        return exc
+    error = EnvError(
+        f"env {env_id} raised {type(exc).__name__}: {exc}", env_id=env_id, remote_traceback=traceback.format_exc()
+    )
+    error.__cause__ = exc
+    return error
+
+
+@contextmanager
+def blame(env_id: int) -> Iterator[None]:
+    """Context manager form of :func:`env_error`, for paths off the per-step loop."""
+    try:
+        yield
+    except Exception as exc:
+        raise env_error(env_id, exc) from exc
+
+
+class Engine(ABC):
+    """A group of envs (global ids ``env_ids``) stepped in this process.
+
+    Args:
+        env_ids: the global ids of the envs this engine hosts (consecutive).
+        buffers: the vector env's buffers; this engine writes only its own rows.
+        autoreset_mode: Gymnasium's autoreset mode, applied here for every backend.
+    """
+
+    def __init__(self, env_ids: range, buffers: Buffers, autoreset_mode: AutoresetMode) -> None:
+        self.env_ids = env_ids
+        self.buffers = buffers
+        self.autoreset_mode = AutoresetMode(autoreset_mode)
+
+    # -- primitives ------------------------------------------------------------------------------------------------
+
+    @abstractmethod
+    def _reset_envs(self, ids: np.ndarray, seeds: Sequence[int | None], options: dict | None) -> list[dict]:
+        """Reset envs ``ids``; write their observations; return one info dict each."""
+
+    @abstractmethod
+    def _step_envs(self, ids: np.ndarray, actions: np.ndarray) -> list[dict]:
+        """Step envs ``ids`` once with ``actions`` (one row each); write obs/reward/term/trunc; return infos."""
+
+    def _final_obs(self, env_id: int) -> Any:
+        """The observation of ``env_id`` as a standalone value, for ``info["final_obs"]``."""
+        return self.buffers.spec.obs.item(self.buffers.obs[env_id : env_id + 1].copy(), 0)
+
+    def call(self, ids: np.ndarray, name: str, args: tuple, kwargs: dict) -> list[Any]:
+        raise NotImplementedError(f"{type(self).__name__} does not support call({name!r})")
+
+    def get_attr(self, ids: np.ndarray, name: str) -> list[Any]:
+        raise NotImplementedError(f"{type(self).__name__} does not support get_attr({name!r})")
+
+    def set_attr(self, ids: np.ndarray, name: str, values: list[Any]) -> None:
+        raise NotImplementedError(f"{type(self).__name__} does not support set_attr({name!r})")
+
+    def close(self) -> None:
+        """Release the envs."""
+
+    # -- semantics, written once -----------------------------------------------------------------------------------
+
+    def execute(self, command: Command) -> Any:
+        """Run one command; what every backend calls."""
+        op, ids, payload = command
+        if op is Op.STEP:
+            return self.step(ids)
+        if op is Op.SEQUENCES:
+            return self.step_sequences(ids, payload)
+        if op is Op.RESET:
+            seeds, options = payload
+            return self.reset(ids, seeds, options)
+        if op is Op.CALL:
+            name, args, kwargs = payload
+            return self.call(ids, name, args, kwargs)
+        if op is Op.GET_ATTR:
+            return self.get_attr(ids, payload)
+        if op is Op.SET_ATTR:
+            name, values = payload
+            return self.set_attr(ids, name, values)
+        raise ValueError(f"unknown op {op!r}")
+
+    def reset(self, ids: np.ndarray, seeds: Sequence[int | None], options: dict | None) -> InfoEntries:
+        b = self.buffers
+        infos = self._reset_envs(ids, seeds, options)
+        b.terminations[ids] = False
+        b.truncations[ids] = False
+        b.needs_reset[ids] = False
+        return [(int(i), info) for i, info in zip(ids, infos) if info]
+
+    def step(self, ids: np.ndarray) -> InfoEntries:
+        """One step of envs ``ids`` with the actions in their rows of ``buffers.actions``."""
+        entries, ids = self._autoreset_before(ids)
+        if len(ids):
+            self.buffers.steps_taken[ids] = 1
+            entries += self._finish(ids, self._step_envs(ids, self.buffers.actions[ids]))
+        return sorted(entries, key=_env_of) if entries else entries
+
+    def step_sequences(self, ids: np.ndarray, seqs: Sequences) -> InfoEntries:
+        """Each env runs its own action sequence, stopping early when its episode ends.
+
+        The reward written is the discounted sum ``sum_k gamma**k * r_k`` over the steps taken, ``steps_taken`` says
+        how many ran, and an empty sequence leaves its env untouched (last observation, reward 0, no step).
+        """
+        b = self.buffers
+        lengths = np.diff(seqs.offsets)
+        b.steps_taken[ids] = 0
+        skipped = ids[lengths == 0]
+        b.rewards[skipped] = 0.0
+        b.terminations[skipped] = False
+        b.truncations[skipped] = False
+        live = lengths > 0
+        entries, stepping = self._autoreset_before(ids[live])
+        active = np.isin(ids, stepping)
+        total = np.zeros(len(ids))
+        discount = np.ones(len(ids))
+        last_info: dict[int, dict] = {}
+        for k in range(int(lengths.max(initial=0))):
+            rows = np.flatnonzero(active & (lengths > k))
+            if not len(rows):
+                break
+            sub = ids[rows]
+            for env_id, info in zip(sub, self._step_envs(sub, seqs.values[seqs.offsets[rows] + k])):
+                last_info[int(env_id)] = info
+            total[rows] += discount[rows] * b.rewards[sub]
+            discount[rows] *= seqs.gamma
+            b.steps_taken[sub] += 1
+            active[rows[b.terminations[sub] | b.truncations[sub]]] = False
+        rows = np.flatnonzero(np.isin(ids, stepping))
+        stepped = ids[rows]
+        b.rewards[stepped] = total[rows]
+        if len(stepped):
+            entries += self._finish(stepped, [last_info[int(i)] for i in stepped])
+        return sorted(entries, key=_env_of)
+
+    def _autoreset_before(self, ids: np.ndarray) -> tuple[InfoEntries, np.ndarray]:
+        """Next-step mode: reset the envs whose episode ended last call (that is their whole step).
+
+        Returns the info entries of those resets and the ids left to step.
+        """
+        b = self.buffers
+        ended = b.needs_reset[ids]
+        if not ended.any():
+            return [], ids
+        if self.autoreset_mode is AutoresetMode.DISABLED:
+            raise ResetNeededError(
+                f"envs {ids[ended].tolist()} ended their episode and autoreset_mode='disabled': reset them with "
+                f"reset(options={{'reset_mask': mask}}) before stepping them again"
+            )
+        if self.autoreset_mode is AutoresetMode.SAME_STEP:  # same-step envs are reset when they end
+            return [], ids
+        resetting = ids[ended]
+        entries = self.reset(resetting, [None] * len(resetting), None)
+        b.rewards[resetting] = 0.0
+        b.steps_taken[resetting] = 0
+        return entries, ids[~ended]
+
+    def _finish(self, ids: np.ndarray, step_infos: list[dict]) -> InfoEntries:
+        """After stepping ``ids``: mark ended episodes and, in same-step mode, reset them right away."""
+        b = self.buffers
+        ended = b.terminations[ids] | b.truncations[ids]
+        b.needs_reset[ids] = ended
+        if self.autoreset_mode is not AutoresetMode.SAME_STEP or not ended.any():
+            return [(int(i), info) for i, info in zip(ids, step_infos) if info]
+        done = ids[ended]
+        finals = {int(i): self._final_obs(int(i)) for i in done}
+        reset_infos = dict(zip(finals, self._reset_envs(done, [None] * len(done), None)))
+        b.needs_reset[done] = False
+        entries: InfoEntries = []
+        for env_id, info in zip(ids.tolist(), step_infos):
+            if env_id in finals:
+                entries.append((env_id, {"final_obs": finals[env_id], "final_info": info}))
+                info = reset_infos[env_id]
+            if info:
+                entries.append((env_id, info))
+        return entries
+
+
+def _env_of(entry: tuple[int, dict]) -> int:
+    return entry[0]

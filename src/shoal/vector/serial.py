@@ -1,0 +1,53 @@
+"""The serial backend: every engine in the calling process; the reference the other backends must equal."""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any, Sequence
+
+from gymnasium.vector import AutoresetMode
+
+from shoal.vector.buffers import BufferSpec
+from shoal.vector.engine import Command
+from shoal.vector.transport import EngineFactory, Transport, raise_first
+
+
+class SerialTransport(Transport):
+    """Runs each command as soon as it is dispatched, in group order; ``collect_any`` answers first-in first-out."""
+
+    def __init__(
+        self, factory: EngineFactory, groups: Sequence[range], spec: BufferSpec, autoreset_mode: AutoresetMode
+    ) -> None:
+        super().__init__(factory, groups, spec, autoreset_mode)
+        self.buffers = spec.allocate()
+        self.engines = []
+        try:
+            for ids in self.groups:
+                self.engines.append(factory(ids, self.buffers, autoreset_mode))
+        except BaseException:
+            self.close()
+            raise
+        self._done: dict[int, tuple[bool, Any]] = {}
+        self._order: deque[int] = deque()
+
+    def dispatch(self, commands: dict[int, Command]) -> None:
+        for group, command in commands.items():
+            try:
+                self._done[group] = (True, self.engines[group].execute(command))
+            except Exception as exc:
+                self._done[group] = (False, exc)
+            self._order.append(group)
+
+    def collect(self, groups: Sequence[int]) -> list[tuple[int, Any]]:
+        for group in groups:
+            self._order.remove(group)
+        return raise_first([(g, self._done.pop(g)) for g in groups])
+
+    def collect_any(self, count: int) -> list[tuple[int, Any]]:
+        return self.collect([self._order[i] for i in range(count)])
+
+    def close(self) -> None:
+        engines, self.engines = self.engines, []
+        for engine in engines:
+            engine.close()
+

@@ -1,0 +1,65 @@
+"""The backend interface: move commands to the engines hosting each group of envs, and their results back.
+
+A backend knows nothing of autoreset, seeds, sequences or infos (the engine and the vector env own those); it only
+carries :class:`~shoal.vector.engine.Command` objects to groups and results back, the way httpx's ``BaseTransport``
+only carries requests. Group ``g`` hosts envs ``groups[g]`` (a range of global env ids).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any, Callable, Sequence
+
+from gymnasium.vector import AutoresetMode
+
+from shoal.vector.buffers import Buffers, BufferSpec
+from shoal.vector.engine import Command, Engine
+
+EngineFactory = Callable[[range, Buffers, AutoresetMode], Engine]
+"""Builds the engine for one group: ``factory(env_ids, buffers, autoreset_mode)``; must pickle with cloudpickle."""
+
+
+class Transport(ABC):
+    """Carries commands to groups of envs and results back.
+
+    Args:
+        factory: builds each group's engine (in whichever process hosts it).
+        groups: the env ids of each group.
+        spec: the buffers to allocate; :attr:`buffers` are this process's views of them.
+        autoreset_mode: passed to every engine.
+    """
+
+    buffers: Buffers
+
+    def __init__(
+        self, factory: EngineFactory, groups: Sequence[range], spec: BufferSpec, autoreset_mode: AutoresetMode
+    ) -> None:
+        self.groups = list(groups)
+
+    @abstractmethod
+    def dispatch(self, commands: dict[int, Command]) -> None:
+        """Start ``commands[g]`` on each group ``g`` given; returns without waiting where the backend can."""
+
+    @abstractmethod
+    def collect(self, groups: Sequence[int]) -> list[tuple[int, Any]]:
+        """Wait for the dispatched command of each of ``groups``; ``(group, result)`` in the order given.
+
+        Raises the first error a group reported (an :class:`~shoal.errors.EnvError` naming the env), after every
+        group asked for has answered, so the backend stays in step.
+        """
+
+    @abstractmethod
+    def collect_any(self, count: int) -> list[tuple[int, Any]]:
+        """Wait until ``count`` of the groups in flight have answered; ``(group, result)`` in the order they did."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release engines and processes; idempotent; never hangs."""
+
+
+def raise_first(answers: list[tuple[int, tuple[bool, Any]]]) -> list[tuple[int, Any]]:
+    """Unwrap ``(group, (ok, value))`` answers, raising the first error among them."""
+    for _, (ok, value) in answers:
+        if not ok:
+            raise value
+    return [(group, value) for group, (_, value) in answers]

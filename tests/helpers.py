@@ -1,0 +1,37 @@
+"""Comparison helpers shared by the tests."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def assert_same(a, b, path="value"):
+    """Bit-for-bit equality of nested dicts/tuples/arrays/scalars, dtypes included."""
+    if isinstance(a, dict) or isinstance(b, dict):
+        assert isinstance(a, dict) and isinstance(b, dict), f"{path}: {type(a)} vs {type(b)}"
+        assert set(a) == set(b), f"{path}: keys {sorted(a)} vs {sorted(b)}"
+        for k in a:
+            assert_same(a[k], b[k], f"{path}[{k!r}]")
+    elif isinstance(a, tuple) or isinstance(b, tuple):
+        assert isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b), f"{path}: {a!r} vs {b!r}"
+        for i, (x, y) in enumerate(zip(a, b)):
+            assert_same(x, y, f"{path}[{i}]")
+    elif isinstance(a, np.ndarray) and a.dtype == object:
+        assert isinstance(b, np.ndarray) and b.dtype == object and a.shape == b.shape, f"{path}: {a!r} vs {b!r}"
+        for i, (x, y) in enumerate(zip(a, b)):
+            assert_same(x, y, f"{path}[{i}]")
+    elif a is None or b is None:
+        assert a is None and b is None, f"{path}: {a!r} vs {b!r}"
+    else:
+        a_arr, b_arr = np.asarray(a), np.asarray(b)
+        assert a_arr.dtype == b_arr.dtype, f"{path}: dtype {a_arr.dtype} vs {b_arr.dtype}"
+        assert a_arr.shape == b_arr.shape, f"{path}: shape {a_arr.shape} vs {b_arr.shape}"
+        np.testing.assert_array_equal(a_arr, b_arr, err_msg=path)
+
+
+def rollout(envs, actions_of, steps, seed, gamma=None):
+    """Reset with ``seed`` then step ``steps`` times with ``actions_of(t)``; every result, in order."""
+    out = [envs.reset(seed=seed)]
+    for t in range(steps):
+        out.append(envs.step(actions_of(t)) if gamma is None else envs.step(actions_of(t), gamma=gamma))
+    return out

@@ -1,0 +1,133 @@
+"""First-N-of-M batches (EnvPool semantics), partial resets in async mode, call/get_attr/set_attr, drop-in classes."""
+
+from __future__ import annotations
+
+import functools
+from collections import defaultdict
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from fakes import SlowEnv, SpaceEnv
+from helpers import assert_same
+
+import shoal
+from shoal.errors import ConfigError, ResetArgumentError
+from shoal.vector import AsyncVectorEnv, SyncVectorEnv
+
+N, WORKERS, BATCH = 8, 4, 4
+
+
+def _fns():
+    return [functools.partial(SlowEnv, 0.001, jitter=i) for i in range(N)]
+
+
+def _action(env_id, t):
+    return (env_id * 7 + t * 3) % 5
+
+
+@pytest.mark.parametrize("backend", ["serial", "multiprocessing"])
+def test_async_batches_follow_each_envs_own_trajectory(backend):
+    # Reference: every env stepped synchronously with actions that depend only on (env, its own timestep).
+    steps = 12
+    with shoal.make(_fns(), backend="serial") as sync:
+        sync.reset(seed=3)
+        expected = defaultdict(list)
+        for t in range(steps):
+            obs, rew, term, trunc, _ = sync.step(np.array([_action(i, t) for i in range(N)]))
+            for i in range(N):
+                expected[i].append((obs[i].tolist(), rew[i], term[i]))
+    with shoal.make(_fns(), backend=backend, num_workers=WORKERS, batch_size=BATCH) as envs:
+        assert envs.action_space.shape == (BATCH,) and envs.observation_space.shape == (BATCH, 2)
+        obs, info = envs.reset(seed=3)
+        ids = info["env_id"]
+        assert len(ids) == BATCH and len(set(ids.tolist())) == BATCH
+        t_of = defaultdict(int)
+        got = defaultdict(list)
+        for _ in range(steps * N // BATCH + N):
+            envs.send(np.array([_action(i, t_of[i]) for i in ids]))
+            for i in ids:
+                t_of[i] += 1
+            obs, rew, term, trunc, info = envs.recv()
+            ids = info["env_id"]
+            for row, i in enumerate(ids):
+                if len(got[i]) < t_of[i]:
+                    got[i].append((obs[row].tolist(), rew[row], term[row]))
+    assert all(t_of[i] > 0 for i in range(N)), f"some env never stepped: {dict(t_of)}"
+    for i in range(N):
+        k = min(len(got[i]), steps)
+        assert k >= 3, f"env {i} made too little progress ({k} steps)"
+        assert got[i][:k] == expected[i][:k], f"env {i} diverged from its synchronous trajectory"
+
+
+def test_async_partial_reset_of_held_envs():
+    with shoal.make(_fns(), num_workers=WORKERS, batch_size=BATCH) as envs:
+        obs, info = envs.reset(seed=1)
+        held = info["env_id"]
+        envs.step(np.zeros(BATCH, np.int64))
+        obs, rew, term, trunc, info = envs.step(np.zeros(BATCH, np.int64))
+        held = info["env_id"]
+        mask = np.zeros(N, bool)
+        mask[held[0]] = True
+        obs2, info2 = envs.reset(options={"reset_mask": mask})
+        assert info2["env_id"].tolist() == held.tolist()
+        assert obs2[0][0] == 0.0  # reset: step counter back to 0
+        np.testing.assert_array_equal(obs2[1:], obs[1:])  # the other held envs are untouched
+        not_held = np.setdiff1d(np.arange(N), held)[0]
+        bad = np.zeros(N, bool)
+        bad[not_held] = True
+        with pytest.raises(ResetArgumentError, match=rf"envs \[{not_held}\] are stepping"):
+            envs.reset(options={"reset_mask": bad})
+        envs.step(np.zeros(BATCH, np.int64))  # still usable
+
+
+@pytest.mark.parametrize("backend", ["serial", "multiprocessing"])
+def test_call_get_attr_set_attr(backend):
+    fns = [functools.partial(SpaceEnv, "box_f32", "discrete") for _ in range(4)]
+    with shoal.make(fns, backend=backend, num_workers=2) as envs, shoal.make(
+        fns, backend=backend, num_workers=2, batch_size=2
+    ) as async_envs:
+        for e in (envs, async_envs):
+            e.reset(seed=0)
+            e.step(np.zeros(e.batch_size, np.int64))
+            assert e.get_attr("tag") == ("initial",) * 4
+            e.set_attr("tag", ["a", "b", "c", "d"])
+            assert e.get_attr("tag") == ("a", "b", "c", "d")
+            e.set_attr("tag", "same")
+            assert e.get_attr("tag") == ("same",) * 4
+            assert e.call("scaled", 2) == tuple(2 * t for t in e.get_attr("t"))
+            assert e.call("max_steps") == (12,) * 4
+            e.step(np.zeros(e.batch_size, np.int64))  # the batch in flight survived the calls
+        with pytest.raises(ConfigError, match=r"one value per env \(4\), got 2"):
+            envs.set_attr("tag", ["x", "y"])
+
+
+def test_drop_in_classes_equal_gymnasium():
+    fns = [functools.partial(SpaceEnv, "dict", "multidiscrete") for _ in range(4)]
+    space = gym.vector.utils.batch_space(fns[0]().action_space, 4)
+    space.seed(0)
+    acts = [space.sample() for _ in range(30)]
+    ref = gym.vector.SyncVectorEnv(fns)
+    results = {}
+    for cls in (SyncVectorEnv, AsyncVectorEnv, None):
+        envs = ref if cls is None else cls(fns)
+        out = [envs.reset(seed=5)] + [envs.step(a) for a in acts]
+        results[cls] = out
+        envs.close()
+    for cls in (SyncVectorEnv, AsyncVectorEnv):
+        for got, want in zip(results[cls], results[None]):
+            assert_same(got, want)
+    envs = AsyncVectorEnv(fns)
+    envs.reset_async(seed=1)
+    envs.reset_wait()
+    envs.step_async(acts[0])
+    assert len(envs.step_wait()) == 5
+    envs.close()
+
+
+def test_drop_in_refuses_what_it_cannot_honour():
+    fns = [functools.partial(SpaceEnv, "dict", "discrete")] * 2
+    with pytest.raises(ConfigError, match=r"worker=\.\.\.\) cannot be honoured"):
+        AsyncVectorEnv(fns, worker=lambda *a: None)
+    with pytest.raises(ConfigError, match=r"observation_mode=\(batched space, single space\) is not supported"):
+        SyncVectorEnv(fns, observation_mode=(gym.spaces.Discrete(2), gym.spaces.Discrete(2)))

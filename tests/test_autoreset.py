@@ -1,0 +1,74 @@
+"""Exact autoreset tables with a counting env (obs = reward = step count, episodes of 3 steps)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from fakes import CountingEnv
+
+import shoal
+from shoal.errors import ResetNeededError
+
+ACTIONS = np.zeros(3, np.int64)
+
+
+def _run(mode, backend, steps=6):
+    with shoal.make([lambda: CountingEnv(3)] * 3, autoreset_mode=mode, **backend) as envs:
+        obs, _ = envs.reset(seed=0)
+        rows = [(int(obs[0]), None, None, None)]
+        for _ in range(steps):
+            obs, rew, term, trunc, info = envs.step(ACTIONS)
+            final = info["final_obs"][0] if "final_obs" in info and info["_final_obs"][0] else None
+            rows.append((int(obs[0]), float(rew[0]), bool(term[0]), None if final is None else int(final)))
+        return rows
+
+
+def test_next_step_table(backend):
+    assert _run("next_step", backend) == [
+        (0, None, None, None),
+        (1, 1.0, False, None),
+        (2, 2.0, False, None),
+        (3, 3.0, True, None),
+        (0, 0.0, False, None),  # the reset step: reset obs, reward 0, action ignored
+        (1, 1.0, False, None),
+        (2, 2.0, False, None),
+    ]
+
+
+def test_same_step_table(backend):
+    assert _run("same_step", backend) == [
+        (0, None, None, None),
+        (1, 1.0, False, None),
+        (2, 2.0, False, None),
+        (0, 3.0, True, 3),  # reset obs at once, the last obs in info["final_obs"]
+        (1, 1.0, False, None),
+        (2, 2.0, False, None),
+        (0, 3.0, True, 3),
+    ]
+
+
+def test_disabled_table_and_partial_reset(backend):
+    fns = [lambda: CountingEnv(3), lambda: CountingEnv(5), lambda: CountingEnv(5)]
+    with shoal.make(fns, autoreset_mode="disabled", **backend) as envs:
+        envs.reset(seed=0)
+        for _ in range(3):
+            obs, rew, term, *_ = envs.step(ACTIONS)
+        assert obs.tolist() == [3, 3, 3] and term.tolist() == [True, False, False]
+        with pytest.raises(ResetNeededError, match=r"envs \[0\] ended their episode"):
+            envs.step(ACTIONS)
+        obs, info = envs.reset(options={"reset_mask": np.array([True, False, False])})
+        assert obs.tolist() == [0, 3, 3]
+        obs, rew, term, *_ = envs.step(ACTIONS)
+        assert obs.tolist() == [1, 4, 4] and rew.tolist() == [1.0, 4.0, 4.0]
+
+
+def test_next_step_partial_reset_cancels_pending_autoreset(backend):
+    with shoal.make([lambda: CountingEnv(2)] + [lambda: CountingEnv(9)] * 2, **backend) as envs:
+        envs.reset()
+        envs.step(ACTIONS)
+        _, _, term, _, _ = envs.step(ACTIONS)
+        assert term.tolist() == [True, False, False]
+        obs, _ = envs.reset(options={"reset_mask": np.array([True, False, False])})
+        assert obs.tolist() == [0, 2, 2]
+        obs, rew, *_ = envs.step(ACTIONS)
+        assert obs.tolist() == [1, 3, 3] and rew.tolist() == [1.0, 3.0, 3.0]  # stepped, not a second reset

@@ -1,0 +1,118 @@
+"""Every backend equals Gymnasium's SyncVectorEnv, step for step and bit for bit, over a catalogue of spaces."""
+
+from __future__ import annotations
+
+import functools
+from contextlib import closing
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.vector import AutoresetMode
+from fakes import SPACES, SpaceEnv
+from helpers import assert_same, rollout
+
+import shoal
+
+ACTIONS = ["discrete", "box_f32", "multidiscrete", "multibinary", "dict", "tuple", "nested"]
+CASES = [(obs, ACTIONS[i % len(ACTIONS)]) for i, obs in enumerate(SPACES)]
+MODES = list(AutoresetMode)
+NUM_ENVS = 5
+STEPS = 40
+
+
+def _fns(obs, act, n=NUM_ENVS):
+    return [functools.partial(SpaceEnv, obs, act, max_steps=6 + i) for i in range(n)]
+
+
+def _actions(act, n=NUM_ENVS):
+    space = gym.vector.utils.batch_space(SPACES[act], n)
+    space.seed(123)
+    sampled = [space.sample() for _ in range(STEPS)]
+    return lambda t: sampled[t]
+
+
+def _compare(shoal_envs, gym_envs, act, mode):
+    actions = _actions(act)
+    if mode is AutoresetMode.DISABLED:  # the caller resets ended envs; do it the same way on both sides
+        for envs in (shoal_envs, gym_envs):
+            envs.reset(seed=7)
+        expected, got = [], []
+        for envs, out in ((gym_envs, expected), (shoal_envs, got)):
+            envs.reset(seed=7)
+            ended = np.zeros(NUM_ENVS, bool)
+            for t in range(STEPS):
+                if ended.any():
+                    out.append(envs.reset(options={"reset_mask": ended}))
+                result = envs.step(actions(t))
+                out.append(result)
+                ended = result[2] | result[3]
+    else:
+        expected = rollout(gym_envs, actions, STEPS, seed=7)
+        got = rollout(shoal_envs, actions, STEPS, seed=7)
+    assert len(expected) == len(got)
+    for t, (e, g) in enumerate(zip(expected, got)):
+        assert_same(g, e, f"call {t}")
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("obs,act", CASES, ids=[f"{o}-{a}" for o, a in CASES])
+@pytest.mark.parametrize(
+    "config",
+    [{"backend": "serial", "num_workers": 2}, {"backend": "multiprocessing", "num_workers": 2, "context": "fork"}],
+    ids=["serial", "mp-fork"],
+)
+def test_catalogue_equals_gymnasium(config, obs, act, mode):
+    with closing(gym.vector.SyncVectorEnv(_fns(obs, act), autoreset_mode=mode)) as ref, shoal.make(
+        _fns(obs, act), autoreset_mode=mode, **config
+    ) as envs:
+        assert envs.single_observation_space == ref.single_observation_space
+        assert envs.observation_space == ref.observation_space
+        assert envs.action_space == ref.action_space
+        assert envs.metadata["autoreset_mode"] == ref.metadata["autoreset_mode"]
+        _compare(envs, ref, act, mode)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("obs,act", [("nested", "dict"), ("box_u8_img", "discrete")])
+def test_every_backend_equals_gymnasium(backend, obs, act, mode):
+    with closing(gym.vector.SyncVectorEnv(_fns(obs, act), autoreset_mode=mode)) as ref, shoal.make(
+        _fns(obs, act), autoreset_mode=mode, **backend
+    ) as envs:
+        _compare(envs, ref, act, mode)
+
+
+def test_registered_id_equals_gymnasium():
+    ref = gym.make_vec("CartPole-v1", 6, vectorization_mode="sync")
+    with closing(ref), shoal.make("CartPole-v1", 6, num_workers=2) as envs:
+        rng = np.random.default_rng(0)
+        acts = rng.integers(0, 2, size=(200, 6))
+        for e, g in zip(rollout(ref, lambda t: acts[t], 200, 3), rollout(envs, lambda t: acts[t], 200, 3)):
+            assert_same(g, e)
+
+
+def test_same_seeds_same_rollouts_across_backends(backend):
+    acts = _actions("nested")
+    with shoal.make(_fns("dict", "nested"), backend="serial") as a, shoal.make(_fns("dict", "nested"), **backend) as b:
+        for x, y in zip(rollout(a, acts, STEPS, seed=11), rollout(b, acts, STEPS, seed=11)):
+            assert_same(x, y)
+    with shoal.make(_fns("dict", "nested"), backend="serial") as c:
+        first = rollout(c, acts, 5, seed=12)[1][0]["pos"]
+    assert not np.array_equal(first, rollout(shoal.make(_fns("dict", "nested"), backend="serial"), acts, 5, 11)[1][0]["pos"])
+
+
+def test_copy_false_returns_views_and_flatten_unflattens():
+    with shoal.make(_fns("nested", "discrete"), backend="serial", flatten=True) as flat, shoal.make(
+        _fns("nested", "discrete"), backend="serial"
+    ) as shaped:
+        f_obs, _ = flat.reset(seed=1)
+        s_obs, _ = shaped.reset(seed=1)
+        assert f_obs.ndim == 2 and f_obs.shape[0] == NUM_ENVS
+        assert flat.observation_space.contains(f_obs)
+        assert_same(flat.unflatten(f_obs), s_obs)
+        assert np.shares_memory(flat.unflatten(f_obs)["a"][0], f_obs)
+    with shoal.make(_fns("box_f32", "discrete"), backend="serial", copy=False) as envs:
+        obs, _ = envs.reset(seed=1)
+        before = obs.copy()
+        envs.step(np.zeros(NUM_ENVS, np.int64))
+        assert not np.array_equal(obs, before), "copy=False must return views that the next step overwrites"

@@ -1,0 +1,202 @@
+"""The bad-input catalogue and the fault catalogue: typed errors, messages that say what was expected, no hangs."""
+
+from __future__ import annotations
+
+import functools
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import gymnasium as gym
+import numpy as np
+import psutil
+import pytest
+from fakes import FaultyEnv, SpaceEnv
+
+import shoal
+from shoal import errors
+
+
+def _cartpole(n=4, **kw):
+    return shoal.make("CartPole-v1", n, **{"backend": "serial", **kw})
+
+
+@pytest.mark.parametrize(
+    "actions,error,match",
+    [
+        (np.zeros(3, np.int64), errors.ActionError, r"expected shape \(4,\), got \(3,\)"),
+        (np.zeros((4, 1), np.int64), errors.ActionError, r"expected shape \(4,\), got \(4, 1\)"),
+        (np.zeros(4, np.float32), errors.ActionError, r"expected integer actions, got dtype float32"),
+        (np.array([0, 1, 2, 0]), errors.ActionError, r"action 2 at index \(2,\) is outside \[0, 1\]"),
+        (np.array([0, -1, 0, 0]), errors.ActionError, r"action -1 at index \(1,\) is outside \[0, 1\]"),
+        (np.array(["a"] * 4), errors.ActionError, r"expected integer actions, got dtype <U1"),
+    ],
+)
+def test_bad_actions(actions, error, match):
+    with _cartpole() as envs:
+        envs.reset(seed=0)
+        with pytest.raises(error, match=match) as caught:
+            envs.step(actions)
+        assert isinstance(caught.value, ValueError)
+        envs.step(np.zeros(4, np.int64))  # the env is still usable
+
+
+def test_bad_structured_actions():
+    fns = [functools.partial(SpaceEnv, "box_f32", "dict")] * 2
+    with shoal.make(fns, backend="serial") as envs:
+        envs.reset(seed=0)
+        with pytest.raises(errors.ActionError, match=r"expected keys \['id', 'pos'\], got \['pos'\]"):
+            envs.step({"pos": np.zeros((2, 2), np.float32)})
+        with pytest.raises(errors.ActionError, match=r"actions\['id'\]: action 9 at index \(0,\) is outside \[0, 3\]"):
+            envs.step({"pos": np.zeros((2, 2), np.float32), "id": np.array([9, 0])})
+
+
+@pytest.mark.parametrize(
+    "kwargs,error,match",
+    [
+        ({"seed": -1}, errors.ResetArgumentError, r"non-negative integer, got -1"),
+        ({"seed": [1, 2]}, errors.ResetArgumentError, r"expected 4 seeds \(one per env\), got 2"),
+        ({"seed": 1.5}, errors.ResetArgumentError, r"seed must be None, an int or a sequence of 4 ints, got float"),
+        ({"seed": [0, 1, "x", 3]}, errors.ResetArgumentError, r"seed 2: expected a non-negative integer or None"),
+        ({"options": {"reset_mask": [True] * 4}}, errors.ResetArgumentError, r"numpy bool array of shape \(4,\)"),
+        ({"options": {"reset_mask": np.ones(3, bool)}}, errors.ResetArgumentError, r"must have shape \(4,\), got \(3,\)"),
+        ({"options": {"reset_mask": np.zeros(4, bool)}}, errors.ResetArgumentError, r"selects no env"),
+        ({"options": {"reset_mask": np.ones(4, np.int8)}}, errors.ResetArgumentError, r"dtype int8"),
+    ],
+)
+def test_bad_reset_arguments(kwargs, error, match):
+    with _cartpole() as envs:
+        envs.reset(seed=0)
+        with pytest.raises(error, match=match):
+            envs.reset(**kwargs)
+
+
+def test_call_order_errors():
+    with _cartpole() as envs:
+        with pytest.raises(errors.NotResetError, match=r"call reset\(\) before step"):
+            envs.step(np.zeros(4, np.int64))
+        with pytest.raises(errors.NoAsyncCallError, match=r"recv: no pending call to wait for; call send\(\) first"):
+            envs.recv()
+        envs.reset(seed=0)
+        envs.send(np.zeros(4, np.int64))
+        with pytest.raises(errors.AlreadyPendingCallError, match=r"send: a step call is still pending") as caught:
+            envs.send(np.zeros(4, np.int64))
+        assert isinstance(caught.value, gym.error.AlreadyPendingCallError)
+        with pytest.raises(errors.AlreadyPendingCallError, match=r"reset_async: a step call is still pending"):
+            envs.reset()
+        envs.recv()
+    with pytest.raises(errors.ClosedError, match=r"send: this vector env is closed") as caught:
+        envs.step(np.zeros(4, np.int64))
+    assert isinstance(caught.value, gym.error.ClosedEnvironmentError)
+    envs.close()  # idempotent
+
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        ({"num_envs": 0}, r"num_envs must be a positive integer, got 0"),
+        ({"backend": "threads"}, r"backend must be 'serial', 'multiprocessing' or 'ray', got 'threads'"),
+        ({"num_workers": 9}, r"num_workers must be between 1 and num_envs=8, got 9"),
+        ({"num_workers": 3, "batch_size": 4}, r"num_envs \(8\) must be divisible by num_workers \(3\)"),
+        ({"num_workers": 4, "batch_size": 3}, r"batch_size \(3\) must be a multiple of the envs per worker"),
+        ({"batch_size": 9}, r"batch_size must be between 1 and num_envs=8, got 9"),
+        ({"autoreset_mode": "sometimes"}, r"autoreset_mode must be one of 'next_step'"),
+        ({"batch_size": 4, "num_workers": 2, "inline": True}, r"inline=True .* needs batch_size == num_envs"),
+    ],
+)
+def test_bad_configuration(kwargs, match):
+    kwargs = {"num_envs": 8, "backend": "multiprocessing", **kwargs}
+    with pytest.raises(errors.ConfigError, match=match):
+        shoal.make("CartPole-v1", **kwargs)
+
+
+def test_bad_env_arguments():
+    with pytest.raises(errors.ConfigError, match=r"num_envs is required with a Gymnasium id"):
+        shoal.make("CartPole-v1")
+    with pytest.raises(errors.ConfigError, match=r"num_envs=3 but 2 env constructors were given"):
+        shoal.make([SpaceEnv, SpaceEnv], 3)
+    with pytest.raises(errors.ConfigError, match=r"env 1 has observation_space .* expected"):
+        shoal.make([functools.partial(SpaceEnv, "box_f32"), functools.partial(SpaceEnv, "dict")], backend="serial")
+
+
+@pytest.mark.parametrize("backend", ["serial", "multiprocessing"])
+def test_env_exception_names_the_env_and_keeps_the_traceback(backend):
+    fns = [functools.partial(FaultyEnv, at=100)] * 3 + [functools.partial(FaultyEnv, at=2)]
+    with shoal.make(fns, backend=backend, num_workers=2) as envs:
+        envs.reset(seed=0)
+        envs.step(np.zeros(4, np.int64))
+        with pytest.raises(errors.EnvError, match=r"env 3 raised ValueError: the env broke on purpose") as caught:
+            envs.step(np.zeros(4, np.int64))
+    assert caught.value.env_id == 3
+    assert "raise ValueError" in caught.value.remote_traceback
+    assert isinstance(caught.value.__cause__, ValueError)
+
+
+def test_killed_worker_is_an_error_not_a_hang():
+    fns = [functools.partial(FaultyEnv, at=100)] * 2 + [functools.partial(FaultyEnv, at=2, how="kill")] * 2
+    envs = shoal.make(fns, num_workers=2, inline=False)
+    envs.reset(seed=0)
+    envs.step(np.zeros(4, np.int64))
+    start = time.monotonic()
+    with pytest.raises(errors.WorkerDiedError, match=r"worker 1 .*hosting envs 2\.\.3\) died with exit code -9"):
+        envs.step(np.zeros(4, np.int64))
+    assert time.monotonic() - start < 1.5
+    envs.close()
+
+
+def test_killed_worker_in_async_mode():
+    fns = [functools.partial(FaultyEnv, at=100)] * 2 + [functools.partial(FaultyEnv, at=1, how="kill")] * 2
+    envs = shoal.make(fns, num_workers=2, batch_size=2)
+    envs.reset(seed=0)
+    start = time.monotonic()
+    with pytest.raises(errors.WorkerDiedError, match=r"died with exit code -9"):
+        while time.monotonic() - start < 5:  # the healthy worker may answer first a few times
+            envs.step(np.zeros(2, np.int64))
+    assert time.monotonic() - start < 1.5
+    envs.close()
+
+
+def test_failing_constructor_is_reported_and_cleaned_up():
+    def broken():
+        raise RuntimeError("no such level")
+
+    with pytest.raises(errors.EnvError, match=r"env 2 raised RuntimeError: no such level"):
+        shoal.make([SpaceEnv, SpaceEnv, broken, SpaceEnv], num_workers=2, inline=False, context="fork")
+
+
+@pytest.mark.parametrize("context", ["fork", "spawn"])
+def test_killed_parent_leaves_no_workers_and_no_shared_memory(tmp_path, context):
+    shm_before = set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
+    script = tmp_path / "victim.py"
+    script.write_text(textwrap.dedent(f"""
+        import os, sys, time
+        sys.path.insert(0, {os.path.dirname(__file__)!r})
+        import numpy as np, shoal
+        if __name__ == "__main__":
+            envs = shoal.make("CartPole-v1", 4, num_workers=2, inline=False, context={context!r})
+            envs.reset(seed=0)
+            print(" ".join(str(p.pid) for p in envs._transport._procs.values()), flush=True)
+            time.sleep(60)
+    """))
+    with subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True) as victim:
+        pids = [int(p) for p in victim.stdout.readline().split()]
+        assert len(pids) == 2
+        victim.kill()
+    _, alive = psutil.wait_procs([psutil.Process(p) for p in pids if psutil.pid_exists(p)], timeout=5)
+    assert not alive, "workers outlived their killed parent"
+    shm_after = set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
+    assert not (shm_after - shm_before), f"shared memory left behind: {shm_after - shm_before}"
+
+
+def test_close_after_errors_leaves_nothing():
+    from conftest import worker_processes
+
+    envs = shoal.make("CartPole-v1", 4, num_workers=2, inline=False)
+    envs.reset(seed=0)
+    with pytest.raises(errors.ActionError):
+        envs.step(np.zeros(4, np.float64))
+    envs.send(np.zeros(4, np.int64))
+    envs.close()  # with a step still pending
+    assert not worker_processes()

@@ -1,0 +1,102 @@
+"""Multi-step action sequences: discounted sums, early stop, steps_taken and empty-sequence skips."""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+from fakes import SpaceEnv
+from helpers import assert_same
+
+import shoal
+from shoal.errors import ActionError
+
+
+def _by_hand(seed, env_id, seq, gamma, mode="next_step"):
+    """The same env stepped action by action: (obs, discounted return, steps, terminated, truncated)."""
+    env = SpaceEnv("box_f64_2d", "discrete", max_steps=5 + env_id)
+    env.reset(seed=seed + env_id)
+    return env, _play(env, seq, gamma)
+
+
+def _play(env, seq, gamma):
+    total, obs, term, trunc, k = 0.0, None, False, False, 0
+    for k, a in enumerate(seq, start=1):
+        obs, r, term, trunc, _ = env.step(np.int64(a))
+        total += gamma**(k - 1) * r
+        if term or trunc:
+            break
+    return obs, total, k, term, trunc
+
+
+@pytest.mark.parametrize("gamma", [0.9, 1.0, 0.0])
+def test_sequences_match_stepping_by_hand(backend, gamma):
+    n = 6
+    fns = [functools.partial(SpaceEnv, "box_f64_2d", "discrete", max_steps=5 + i) for i in range(n)]
+    rng = np.random.default_rng(5)
+    refs = [SpaceEnv("box_f64_2d", "discrete", max_steps=5 + i) for i in range(n)]
+    for i, ref in enumerate(refs):
+        ref.reset(seed=40 + i)
+    with shoal.make(fns, **backend) as envs:
+        envs.reset(seed=40)
+        ended = np.zeros(n, bool)
+        for _ in range(6):
+            seqs = [rng.integers(-2, 5, size=int(rng.integers(0, 5))) for _ in range(n)]
+            obs, rew, term, trunc, info = envs.step(seqs, gamma=gamma)
+            for i, ref in enumerate(refs):
+                if len(seqs[i]) == 0:  # skipped: no step, reward 0, nothing ended
+                    assert info["steps_taken"][i] == 0 and rew[i] == 0.0 and not term[i] and not trunc[i]
+                    continue
+                if ended[i]:  # next-step autoreset: this call is the reset
+                    ref_obs, _ = ref.reset()
+                    assert info["steps_taken"][i] == 0 and rew[i] == 0.0
+                    assert_same(obs[i], ref_obs)
+                    ended[i] = False
+                    continue
+                ref_obs, ret, k, t, tr = _play(ref, seqs[i], gamma)
+                assert info["steps_taken"][i] == k
+                assert rew[i] == pytest.approx(ret, rel=1e-12, abs=1e-12)
+                assert (term[i], trunc[i]) == (t, tr)
+                assert_same(obs[i], ref_obs)
+                ended[i] = t or tr
+
+
+def test_sequences_stop_early_and_same_step_resets(backend):
+    from fakes import CountingEnv
+
+    with shoal.make([lambda: CountingEnv(3)] * 3, autoreset_mode="same_step", **backend) as envs:
+        envs.reset()
+        seqs = [np.zeros(5, np.int64), np.zeros(2, np.int64), np.zeros(0, np.int64)]
+        obs, rew, term, _, info = envs.step(seqs, gamma=0.5)
+        assert info["steps_taken"].tolist() == [3, 2, 0]
+        assert rew.tolist() == [1 + 0.5 * 2 + 0.25 * 3, 1 + 0.5 * 2, 0.0]
+        assert term.tolist() == [True, False, False]
+        assert obs.tolist() == [0, 2, 0] and info["final_obs"][0] == 3
+        assert info["_final_obs"].tolist() == [True, False, False]
+
+
+def test_plain_step_after_sequences_has_no_steps_taken():
+    with shoal.make("CartPole-v1", 2, backend="serial") as envs:
+        envs.reset(seed=0)
+        assert "steps_taken" in envs.step([np.array([0, 1]), np.array([1])])[4]
+        assert "steps_taken" not in envs.step(np.array([0, 1]))[4]
+
+
+@pytest.mark.parametrize(
+    "seqs,gamma,match",
+    [
+        ([np.array([0, 1])], 0.9, r"one action sequence per env \(2\), got 1"),
+        ([np.array([0, 1]), [1, 0]], 0.9, r"sequence 1: expected a numpy array"),
+        ([np.array([0, 1]), np.array([0.5])], 0.9, r"sequence 1: expected integer actions, got dtype float64"),
+        ([np.array([0, 1]), np.array([2])], 0.9, r"sequence 1: action 2 at index \(0,\) is outside \[0, 1\]"),
+        ([np.array([0, 1]), np.array([[1]])], 0.9, r"sequence 1: expected 1 axes"),
+        ([np.array([0]), np.array([1])], 1.5, r"gamma must be a number in \[0, 1\], got 1.5"),
+        ([np.array([0]), np.array([1])], -0.1, r"gamma must be a number in \[0, 1\]"),
+    ],
+)
+def test_bad_sequences(seqs, gamma, match):
+    with shoal.make("CartPole-v1", 2, backend="serial") as envs:
+        envs.reset(seed=0)
+        with pytest.raises(ActionError, match=match):
+            envs.step(seqs, gamma=gamma)

@@ -56,7 +56,6 @@ def make(
     daemon: bool = True,
     inline: bool | None = None,
     observation_mode: str = "same",
-    ray_address: str | None = None,
     **env_kwargs: Any,
 ) -> VectorEnv:
     """A vector env of ``num_envs`` copies of ``env`` (or of each callable in a list).
@@ -65,8 +64,7 @@ def make(
         env: a Gymnasium id (``**env_kwargs`` go to ``gymnasium.make``), a callable returning an env, or a list of
             callables (``num_envs`` is then their count).
         num_envs: how many envs.
-        backend: ``"serial"`` (in this process), ``"multiprocessing"`` (worker processes, shared memory) or
-            ``"ray"`` (Ray actors; ``pip install "shoal[ray]"``).
+        backend: ``"serial"`` (in this process) or ``"multiprocessing"`` (worker processes, shared memory).
         num_workers: how many groups step in parallel (processes or actors); default: one per core. Envs are split
             evenly into consecutive groups, several envs per worker.
         batch_size: with ``batch_size < num_envs``, ``recv()`` returns the first ``batch_size`` envs to finish
@@ -79,7 +77,6 @@ def make(
         daemon: start workers as daemon processes.
         inline: the calling process steps one group itself (default: on in synchronous multiprocessing).
         observation_mode: ``"same"`` or ``"different"`` (spaces that differ only in bounds), as in Gymnasium.
-        ray_address: the Ray cluster to join (default: ``RAY_ADDRESS`` or a new local Ray).
 
     Example:
         >>> import shoal
@@ -125,5 +122,4 @@ def make(
         context=context,
         daemon=daemon,
         inline=inline,
-        ray_address=ray_address,
     )

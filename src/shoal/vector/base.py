@@ -103,7 +103,6 @@ class VectorEnv(gymnasium.vector.VectorEnv):
         daemon: bool = True,
         inline: bool | None = None,
         extras: dict[str, tuple[np.dtype, tuple[int, ...]]] | None = None,
-        ray_address: str | None = None,
     ) -> None:
         self.closed = True  # until the backend is up, so __del__ of a half-built env does nothing
         if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)) or num_envs < 1:
@@ -143,10 +142,10 @@ class VectorEnv(gymnasium.vector.VectorEnv):
         self.action_space = batch_space(single_action_space, self.batch_size)
 
         self.groups = split_groups(self.num_envs, self.num_workers)
+        self._group_arrays = [np.arange(r.start, r.stop) for r in self.groups]
+        self._held_cache: tuple[tuple[int, ...], np.ndarray] = ((), np.zeros(0, np.int64))
         spec = BufferSpec(self.num_envs, self._obs_layout, self._action_layout, dict(extras or {}))
-        self._transport = self._make_transport(
-            factory, spec, backend, context=context, daemon=daemon, inline=inline, address=ray_address
-        )
+        self._transport = self._make_transport(factory, spec, backend, context=context, daemon=daemon, inline=inline)
         self._buffers = self._transport.buffers
         self._state = AsyncState.DEFAULT
         self._held: list[int] | None = None  # groups whose envs the caller holds (None before the first reset)
@@ -195,9 +194,9 @@ class VectorEnv(gymnasium.vector.VectorEnv):
 
             return SerialTransport(factory, self.groups, spec, self.autoreset_mode)
         if backend == "ray":
-            from shoal.vector.ray import RayTransport
-
-            return RayTransport(factory, self.groups, spec, self.autoreset_mode, address=options["address"])
+            raise ConfigError(
+                "backend='ray' is not available in this version of shoal; use 'multiprocessing' or 'serial'"
+            )
         from shoal.vector.multiproc import MultiprocessingTransport
 
         return MultiprocessingTransport(
@@ -307,7 +306,7 @@ class VectorEnv(gymnasium.vector.VectorEnv):
             commands = {g: Command(Op.SEQUENCES, self._group_ids(g), p) for g, p in zip(self._held, parts)}
         else:
             batch = check_batch(self.single_action_space, actions, n, "actions")
-            self._action_layout.write(self._buffers.actions, self._rows(ids), batch)
+            self._action_layout.write(self._buffers.actions, self._rows(ids) if self.is_async else slice(None), batch)
             stepping = ids
             commands = {g: Command(Op.STEP, self._group_ids(g)) for g in self._held}
         if self.autoreset_mode is AutoresetMode.DISABLED:
@@ -428,11 +427,15 @@ class VectorEnv(gymnasium.vector.VectorEnv):
     # -- helpers -----------------------------------------------------------------------------------------------------
 
     def _group_ids(self, group: int) -> np.ndarray:
-        return np.arange(self.groups[group].start, self.groups[group].stop)
+        return self._group_arrays[group]
 
     def _held_envs(self) -> np.ndarray:
+        """The env ids of the held batch, in batch order (cached: in synchronous mode it never changes)."""
         assert self._held is not None
-        return np.concatenate([self._group_ids(g) for g in self._held])
+        key = tuple(self._held)
+        if self._held_cache[0] != key:
+            self._held_cache = (key, np.concatenate([self._group_arrays[g] for g in key]))
+        return self._held_cache[1]
 
     @staticmethod
     def _rows(ids: np.ndarray) -> Any:

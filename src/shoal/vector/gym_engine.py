@@ -42,6 +42,7 @@ class GymEngine(Engine):
             self._check_spaces(i, self.envs[-1], factory)
         self._obs = buffers.spec.obs
         self._action = buffers.spec.action
+        self._write_obs = self._obs.row_writer(buffers.obs)
 
     def _check_spaces(self, env_id: int, env: Env, factory: GymEngineFactory) -> None:
         obs_ok = (
@@ -93,8 +94,7 @@ class GymEngine(Engine):
         # when the envs were reset; try costs nothing until an env raises).
         b = self.buffers
         envs, first = self.envs, self.env_ids.start
-        obs_buf, rewards, terms, truncs = b.obs, b.rewards, b.terminations, b.truncations
-        layout = self._obs
+        write_obs, rewards, terms, truncs = self._write_obs, b.rewards, b.terminations, b.truncations
         if self._action.structured:
             actions = [self._action.item(actions, row) for row in range(len(ids))]
         infos = []
@@ -103,10 +103,7 @@ class GymEngine(Engine):
                 obs, reward, terminated, truncated, info = envs[env_id - first].step(action)
             except Exception as exc:
                 raise env_error(env_id, exc) from exc
-            if layout.structured:
-                layout.write(obs_buf, env_id, obs)
-            else:
-                obs_buf[env_id] = obs
+            write_obs(env_id, obs)
             rewards[env_id] = reward
             terms[env_id] = terminated
             truncs[env_id] = truncated

@@ -1,0 +1,76 @@
+"""shoal's backends against Gymnasium's (and PufferLib's, when installed) vector envs, in one run.
+
+    python benchmarks/bench_vector.py [--seconds 1.5] [--envs 8 16 64] [--workloads cartpole burn200us dict]
+
+Prints steps/s of every configuration and, per workload and env count, the ratio of shoal's best configuration to
+the best peer configuration measured in the same run (absolute figures drift on a shared machine; ratios hold).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+import gymnasium as gym
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from workloads import WORKLOADS  # noqa: E402
+
+import shoal  # noqa: E402
+
+
+def measure(envs, seconds: float) -> float:
+    envs.reset(seed=0)
+    n = envs.num_envs
+    actions = np.zeros(n, np.int64)
+    for _ in range(10):
+        envs.step(actions)
+    steps, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        envs.step(actions)
+        steps += n
+    elapsed = time.perf_counter() - start
+    envs.close()
+    return steps / elapsed
+
+
+def configs(fn, n):
+    fns = [fn] * n
+    yield "shoal", "serial", lambda: shoal.make(fns, backend="serial")
+    yield "shoal", "mp inline", lambda: shoal.make(fns)
+    yield "shoal", "mp 2 workers", lambda: shoal.make(fns, num_workers=2, inline=False)
+    yield "peer", "gymnasium Sync", lambda: gym.vector.SyncVectorEnv(fns)
+    yield "peer", "gymnasium Async", lambda: gym.vector.AsyncVectorEnv(fns)
+    try:
+        import pufferlib.vector  # noqa: F401
+    except ImportError:
+        return
+    yield "peer", "pufferlib Serial", lambda: pufferlib.vector.make(fn, num_envs=n, backend=pufferlib.vector.Serial)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=1.5)
+    parser.add_argument("--envs", type=int, nargs="+", default=[8, 16, 64])
+    parser.add_argument("--workloads", nargs="+", default=list(WORKLOADS), choices=list(WORKLOADS))
+    args = parser.parse_args()
+    print(f"{'workload':10s} {'envs':>4s}  {'config':18s} {'steps/s':>10s}")
+    summary = []
+    for workload in args.workloads:
+        for n in args.envs:
+            best = {"shoal": (0.0, ""), "peer": (0.0, "")}
+            for side, name, build in configs(WORKLOADS[workload], n):
+                sps = measure(build(), args.seconds)
+                print(f"{workload:10s} {n:4d}  {name:18s} {sps:10,.0f}", flush=True)
+                best[side] = max(best[side], (sps, name))
+            summary.append((workload, n, best["shoal"], best["peer"]))
+    print("\nshoal best / peer best (same run)")
+    for workload, n, (s, s_name), (p, p_name) in summary:
+        print(f"{workload:10s} {n:4d}  {s / p:5.2f}x   ({s_name} {s:,.0f} vs {p_name} {p:,.0f})")
+
+
+if __name__ == "__main__":
+    main()

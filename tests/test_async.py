@@ -119,6 +119,8 @@ def test_drop_in_classes_equal_gymnasium():
             assert_same(got, want)
     envs = AsyncVectorEnv(fns)
     envs.reset_async(seed=1)
+    with pytest.raises(ConfigError, match=r"timeout=1.0 is not supported"):
+        envs.reset_wait(timeout=1.0)
     envs.reset_wait()
     envs.step_async(acts[0])
     assert len(envs.step_wait()) == 5

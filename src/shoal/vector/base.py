@@ -260,6 +260,7 @@ class VectorEnv(gymnasium.vector.VectorEnv):
 
     def reset_wait(self, timeout: float | None = None) -> tuple[Any, dict[str, Any]]:
         """The results of :meth:`reset_async`."""
+        _refuse_timeout(timeout)
         self._check_waiting(AsyncState.WAITING_RESET, "reset_wait")
         groups, full = self._reset_request
         self._state = AsyncState.DEFAULT
@@ -365,6 +366,7 @@ class VectorEnv(gymnasium.vector.VectorEnv):
         self._run_everywhere(Op.CALL, (name, args, kwargs))
 
     def call_wait(self, timeout: float | None = None) -> tuple[Any, ...]:
+        _refuse_timeout(timeout)
         self._check_waiting(AsyncState.WAITING_CALL, "call_wait")
         self._state = AsyncState.DEFAULT
         answers = self._transport.collect(list(range(len(self.groups))))
@@ -497,6 +499,14 @@ class VectorEnv(gymnasium.vector.VectorEnv):
     def _discard_in_flight(self) -> None:
         self._park_in_flight()
         self._ready = []
+
+
+def _refuse_timeout(timeout: float | None) -> None:
+    if timeout is not None:
+        raise ConfigError(
+            f"timeout={timeout!r} is not supported: shoal waits until the envs answer (a dead worker is reported "
+            f"at once); pass timeout=None"
+        )
 
 
 def _dtype_min(dtype: np.dtype) -> Any:

@@ -42,6 +42,14 @@ def test_async_batches_follow_each_envs_own_trajectory(backend):
         obs, info = envs.reset(seed=3)
         ids = info["env_id"]
         assert len(ids) == BATCH and len(set(ids.tolist())) == BATCH
+        envs.send(np.full(BATCH, 4))
+        envs.recv()
+        envs.reset(seed=3)  # the batches still stepping were reset: whoever comes back next has reward 0
+        envs.send(np.zeros(BATCH, np.int64))
+        _, rewards, _, _, info = envs.recv()
+        assert rewards.tolist() == [0.0] * BATCH  # stale rewards would be 4.0, from the step before the reset
+        obs, info = envs.reset(seed=3)
+        ids = info["env_id"]
         t_of = defaultdict(int)
         got = defaultdict(list)
         for _ in range(steps * N // BATCH + N):

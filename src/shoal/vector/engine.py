@@ -153,6 +153,8 @@ class Engine(ABC):
     def reset(self, ids: np.ndarray, seeds: Sequence[int | None], options: dict | None) -> InfoEntries:
         b = self.buffers
         infos = self._reset_envs(ids, seeds, options)
+        b.rewards[ids] = 0.0  # an async batch may hand out a reset env in a later recv(): no stale reward
+        b.steps_taken[ids] = 0
         b.terminations[ids] = False
         b.truncations[ids] = False
         b.needs_reset[ids] = False
@@ -220,10 +222,7 @@ class Engine(ABC):
         if self.autoreset_mode is AutoresetMode.SAME_STEP:  # same-step envs are reset when they end
             return [], ids
         resetting = ids[ended]
-        entries = self.reset(resetting, [None] * len(resetting), None)
-        b.rewards[resetting] = 0.0
-        b.steps_taken[resetting] = 0
-        return entries, ids[~ended]
+        return self.reset(resetting, [None] * len(resetting), None), ids[~ended]
 
     def _finish(self, ids: np.ndarray, step_infos: list[dict]) -> InfoEntries:
         """After stepping ``ids``: mark ended episodes and, in same-step mode, reset them right away."""

@@ -121,29 +121,27 @@ def _(space: spaces.Tuple, batch: np.ndarray, index: int) -> Any:
 
 
 @singledispatch
-def _write(space: spaces.Space, batch: np.ndarray, index: Any, value: Any) -> None:
-    batch[index] = value
-
-
-@_write.register
-def _(space: spaces.Dict, batch: np.ndarray, index: Any, value: Any) -> None:
-    for key, sub in space.spaces.items():
-        _write(sub, batch[key], index, value[key])
-
-
-@_write.register
-def _(space: spaces.Tuple, batch: np.ndarray, index: Any, value: Any) -> None:
-    for i, sub in enumerate(space.spaces):
-        _write(sub, batch[f"f{i}"], index, value[i])
-
-
 def _leaf_views(space: spaces.Space, batch: np.ndarray, path: tuple) -> list[tuple[tuple, np.ndarray]]:
     """``(path, view)`` for every leaf: ``value[path[0]][path[1]]...`` is stored in ``view``."""
-    if isinstance(space, spaces.Dict):
-        return [leaf for k, sub in space.spaces.items() for leaf in _leaf_views(sub, batch[k], path + (k,))]
-    if isinstance(space, spaces.Tuple):
-        return [leaf for i, sub in enumerate(space.spaces) for leaf in _leaf_views(sub, batch[f"f{i}"], path + (i,))]
     return [(path, batch)]
+
+
+@_leaf_views.register
+def _(space: spaces.Dict, batch: np.ndarray, path: tuple) -> list[tuple[tuple, np.ndarray]]:
+    return [leaf for k, sub in space.spaces.items() for leaf in _leaf_views(sub, batch[k], path + (k,))]
+
+
+@_leaf_views.register
+def _(space: spaces.Tuple, batch: np.ndarray, path: tuple) -> list[tuple[tuple, np.ndarray]]:
+    return [leaf for i, sub in enumerate(space.spaces) for leaf in _leaf_views(sub, batch[f"f{i}"], path + (i,))]
+
+
+def _write_leaves(leaves: list[tuple[tuple, np.ndarray]], index: Any, value: Any) -> None:
+    for path, view in leaves:
+        leaf = value
+        for key in path:
+            leaf = leaf[key]
+        view[index] = leaf
 
 
 class Layout:
@@ -197,7 +195,7 @@ class Layout:
     def write(self, batch: np.ndarray, index: Any, value: Any) -> None:
         """Store ``value`` (one value, or a batch when ``index`` selects several rows) at ``batch[index]``."""
         if self.structured:
-            _write(self.space, batch, index, value)
+            _write_leaves(_leaf_views(self.space, batch, ()), index, value)
         else:
             batch[index] = value
 
@@ -212,14 +210,10 @@ class Layout:
                 batch[row] = value
 
             return write_plain
-        leaves = [(path, view) for path, view in _leaf_views(self.space, batch, ())]
+        leaves = _leaf_views(self.space, batch, ())
 
         def write_structured(row: int, value: Any) -> None:
-            for path, view in leaves:
-                leaf = value
-                for key in path:
-                    leaf = leaf[key]
-                view[row] = leaf
+            _write_leaves(leaves, row, value)
 
         return write_structured
 

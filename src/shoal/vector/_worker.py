@@ -78,12 +78,13 @@ def run(
     all_ids = np.arange(ids.start, ids.stop)
     try:
         while True:
-            # Block on the pipe (no spinning: the cores belong to the emulators), waking now and then to notice a
-            # parent that died without closing its end (a forked sibling may hold that end open).
-            if not wait_readable(conn, spin_s, _ORPHAN_POLL_S):
-                while not conn.poll(_ORPHAN_POLL_S):
-                    if os.getppid() != parent:
-                        return
+            # Spin briefly (spin_s is 0 when processes outnumber cores), then block, waking now and then to notice
+            # a parent that died without closing its end (a forked sibling may hold that end open).
+            ready = wait_readable(conn, spin_s, _ORPHAN_POLL_S)
+            while not ready:
+                if os.getppid() != parent:
+                    return
+                ready = conn.poll(_ORPHAN_POLL_S)
             message = conn.recv_bytes()
             if message == CLOSE:
                 return

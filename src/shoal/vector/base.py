@@ -82,6 +82,9 @@ class VectorEnv(gymnasium.vector.VectorEnv):
         (4, 4)
     """
 
+    always_env_id = False
+    """Report ``info["env_id"]`` in synchronous mode too (ale-py's vector env does; Gymnasium's do not)."""
+
     def __init__(
         self,
         factory: EngineFactory,
@@ -125,6 +128,7 @@ class VectorEnv(gymnasium.vector.VectorEnv):
         self._default_seed = seed
         self.single_observation_space = single_observation_space
         self.single_action_space = single_action_space
+        self._single_action = single_action_space  # what actions are checked against (a subclass may hide it)
         self._obs_layout = Layout(single_observation_space)
         self._action_layout = Layout(single_action_space)
         self.metadata = dict(metadata or {})
@@ -273,9 +277,8 @@ class VectorEnv(gymnasium.vector.VectorEnv):
                 self._held = list(range(len(self.groups)))
         if self.is_async:
             ids = self._held_envs()
-            infos = self._infos(answers, ids)
-            infos["env_id"] = ids.copy()
-            return self._observations(self._rows(ids)), infos
+            self._on_batch(ids)
+            return self._observations(self._rows(ids)), self._infos(answers, ids)
         return self._observations(slice(None)), self._infos(answers, None)
 
     # -- step --------------------------------------------------------------------------------------------------------
@@ -297,16 +300,18 @@ class VectorEnv(gymnasium.vector.VectorEnv):
             raise NotResetError("call reset() before step()/send()")
         ids = self._held_envs()
         n = len(ids)
-        if is_sequence_batch(self.single_action_space, actions):
+        if is_sequence_batch(self._single_action, actions):
             values, offsets, discount = check_sequences(
-                self.single_action_space, actions, n, 1.0 if gamma is None else gamma
+                self._single_action, actions, n, 1.0 if gamma is None else gamma
             )
+            self._check_env_actions(ids, values, offsets)
             stepping = ids[np.diff(offsets) > 0]
             starts = np.cumsum([0] + [len(self.groups[g]) for g in self._held])[:-1].tolist()
             parts = Sequences(values, offsets, discount).split(starts)
             commands = {g: Command(Op.SEQUENCES, self._group_ids(g), p) for g, p in zip(self._held, parts)}
         else:
-            batch = check_batch(self.single_action_space, actions, n, "actions")
+            batch = check_batch(self._single_action, actions, n, "actions")
+            self._check_env_actions(ids, batch, None)
             self._action_layout.write(self._buffers.actions, self._rows(ids) if self.is_async else slice(None), batch)
             stepping = ids
             commands = {g: Command(Op.STEP, self._group_ids(g)) for g in self._held}
@@ -335,6 +340,7 @@ class VectorEnv(gymnasium.vector.VectorEnv):
             self._held = [g for g, _ in answers]
             ids = self._held_envs()
             rows: Any = self._rows(ids)
+            self._on_batch(ids)
         else:
             answers = self._transport.collect(self._sent)
             ids, rows = None, slice(None)
@@ -342,8 +348,6 @@ class VectorEnv(gymnasium.vector.VectorEnv):
         infos = self._infos(answers, ids)
         if any(g in self._used_sequences for g, _ in answers):
             infos["steps_taken"] = b.steps_taken[rows].copy()
-        if ids is not None:
-            infos["env_id"] = ids.copy()
         return (
             self._observations(rows),
             b.rewards[rows].copy(),
@@ -465,7 +469,44 @@ class VectorEnv(gymnasium.vector.VectorEnv):
             rows = self._rows(ids)
         for name, array in self._buffers.extras.items():
             infos[name] = array[rows].copy()
+        if ids is not None:
+            infos["env_id"] = ids.copy()
+        elif self.always_env_id:
+            infos["env_id"] = np.arange(self.num_envs)
         return infos
+
+    def _check_env_actions(self, ids: np.ndarray, values: np.ndarray, offsets: np.ndarray | None) -> None:
+        """Per-env checks beyond the action space (a subclass's hook): ``values`` holds one action per env of
+        ``ids``, or with ``offsets`` the concatenated sequences (env ``j``: ``values[offsets[j]:offsets[j + 1]]``)."""
+
+    def _on_batch(self, ids: np.ndarray) -> None:
+        """Called when the caller receives a new asynchronous batch (envs ``ids``); a subclass's hook."""
+
+    def _call_each(self, name: str, env_ids: Sequence[int] | None, values: list[Any] | None = None) -> list[Any]:
+        """Call engine method ``name`` on envs ``env_ids`` (all if None), with one value each if given.
+
+        Returns one result per env, in the order of ``env_ids``.
+        """
+        ids = np.arange(self.num_envs) if env_ids is None else np.asarray(env_ids)
+        if ids.ndim != 1 or ids.dtype.kind not in "iu" or (len(ids) and (ids.min() < 0 or ids.max() >= self.num_envs)):
+            raise ConfigError(f"env_ids must be a list of env indices in [0, {self.num_envs}), got {env_ids!r}")
+        if values is not None and len(values) != len(ids):
+            raise ConfigError(f"{name}: expected one value per env id ({len(ids)}), got {len(values)}")
+        self._check_idle(name)
+        self._park_in_flight()
+        starts = np.array([r.start for r in self.groups])
+        group_of = np.searchsorted(starts, ids, side="right") - 1
+        commands = {}
+        for g in np.unique(group_of).tolist():
+            positions = np.flatnonzero(group_of == g)
+            args = () if values is None else ([values[p] for p in positions.tolist()],)
+            commands[g] = Command(Op.CALL, ids[positions], (name, args, {}))
+        self._transport.dispatch(commands)
+        results: list[Any] = [None] * len(ids)
+        for g, answer in self._transport.collect(list(commands)):
+            for p, value in zip(np.flatnonzero(group_of == g).tolist(), answer):
+                results[p] = value
+        return results
 
     def _check_idle(self, name: str) -> None:
         if self.closed:

@@ -97,6 +97,9 @@ class Engine(ABC):
         autoreset_mode: Gymnasium's autoreset mode, applied here for every backend.
     """
 
+    discounted_extras: tuple[str, ...] = ()
+    """Names of per-env ``extras`` arrays that sum like rewards over a sequence (Atari's unclipped reward)."""
+
     def __init__(self, env_ids: range, buffers: Buffers, autoreset_mode: AutoresetMode) -> None:
         self.env_ids = env_ids
         self.buffers = buffers
@@ -115,6 +118,18 @@ class Engine(ABC):
     def _final_obs(self, env_id: int) -> Any:
         """The observation of ``env_id`` as a standalone value, for ``info["final_obs"]``."""
         return self.buffers.spec.obs.item(self.buffers.obs[env_id : env_id + 1].copy(), 0)
+
+    def _final_info(self, env_id: int, info: dict) -> dict:
+        """The info of the step that ended ``env_id``'s episode, for ``info["final_info"]`` (same-step mode)."""
+        return info
+
+    def _episode_over(self, ids: np.ndarray) -> np.ndarray:
+        """Which of ``ids`` ended their episode this step (and so reset): by default, terminated or truncated.
+
+        An engine may signal ``terminated`` without ending the episode (Atari's ``life_loss_info``).
+        """
+        b = self.buffers
+        return b.terminations[ids] | b.truncations[ids]
 
     def call(self, ids: np.ndarray, name: str, args: tuple, kwargs: dict) -> list[Any]:
         raise NotImplementedError(f"{type(self).__name__} does not support call({name!r})")
@@ -175,16 +190,18 @@ class Engine(ABC):
         how many ran, and an empty sequence leaves its env untouched (last observation, reward 0, no step).
         """
         b = self.buffers
+        summed = [b.rewards] + [b.extras[name] for name in self.discounted_extras]
         lengths = np.diff(seqs.offsets)
         b.steps_taken[ids] = 0
         skipped = ids[lengths == 0]
-        b.rewards[skipped] = 0.0
+        for array in summed:
+            array[skipped] = 0
         b.terminations[skipped] = False
         b.truncations[skipped] = False
         live = lengths > 0
         entries, stepping = self._autoreset_before(ids[live])
         active = np.isin(ids, stepping)
-        total = np.zeros(len(ids))
+        totals = [np.zeros(len(ids)) for _ in summed]
         discount = np.ones(len(ids))
         last_info: dict[int, dict] = {}
         for k in range(int(lengths.max(initial=0))):
@@ -194,13 +211,15 @@ class Engine(ABC):
             sub = ids[rows]
             for env_id, info in zip(sub, self._step_envs(sub, seqs.values[seqs.offsets[rows] + k])):
                 last_info[int(env_id)] = info
-            total[rows] += discount[rows] * b.rewards[sub]
+            for total, array in zip(totals, summed):
+                total[rows] += discount[rows] * array[sub]
             discount[rows] *= seqs.gamma
             b.steps_taken[sub] += 1
             active[rows[b.terminations[sub] | b.truncations[sub]]] = False
         rows = np.flatnonzero(np.isin(ids, stepping))
         stepped = ids[rows]
-        b.rewards[stepped] = total[rows]
+        for total, array in zip(totals, summed):
+            array[stepped] = total[rows]
         if len(stepped):
             entries += self._finish(stepped, [last_info[int(i)] for i in stepped])
         return sorted(entries, key=_env_of)
@@ -227,18 +246,22 @@ class Engine(ABC):
     def _finish(self, ids: np.ndarray, step_infos: list[dict]) -> InfoEntries:
         """After stepping ``ids``: mark ended episodes and, in same-step mode, reset them right away."""
         b = self.buffers
-        ended = b.terminations[ids] | b.truncations[ids]
+        ended = self._episode_over(ids)
         b.needs_reset[ids] = ended
         if self.autoreset_mode is not AutoresetMode.SAME_STEP or not ended.any():
             return [(int(i), info) for i, info in zip(ids, step_infos) if info]
         done = ids[ended]
-        finals = {int(i): self._final_obs(int(i)) for i in done}
+        finals = {  # taken before the reset overwrites the env's rows
+            env_id: {"final_obs": self._final_obs(env_id), "final_info": self._final_info(env_id, info)}
+            for env_id, info, over in zip(ids.tolist(), step_infos, ended.tolist())
+            if over
+        }
         reset_infos = dict(zip(finals, self._reset_envs(done, [None] * len(done), None)))
         b.needs_reset[done] = False
         entries: InfoEntries = []
         for env_id, info in zip(ids.tolist(), step_infos):
             if env_id in finals:
-                entries.append((env_id, {"final_obs": finals[env_id], "final_info": info}))
+                entries.append((env_id, finals[env_id]))
                 info = reset_infos[env_id]
             if info:
                 entries.append((env_id, info))

@@ -1,0 +1,10 @@
+"""Build shoal's one C extension (Atari frame preprocessing); everything else is in pyproject.toml."""
+
+import sys
+
+from setuptools import Extension, setup
+
+# No FMA contraction: the kernel must round exactly as OpenCV's area resize does.
+flags = [] if sys.platform == "win32" else ["-O3", "-ffp-contract=off"]
+
+setup(ext_modules=[Extension("shoal.atari._frames", ["src/shoal/atari/_frames.c"], extra_compile_args=flags)])

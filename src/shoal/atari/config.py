@@ -1,0 +1,134 @@
+"""The settings of a multi-ROM Atari vector env, validated once, shared by the env and its engines."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from shoal.atari.frames import SCREEN_HEIGHT, SCREEN_WIDTH
+from shoal.atari.roms import FULL_ACTIONS, check_game, game_info
+from shoal.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class AtariConfig:
+    """What every env of an :class:`~shoal.AtariVectorEnv` runs; the names and defaults are ale-py 0.12's."""
+
+    games: tuple[str, ...]
+    """One ale-py ROM id per env; the same id may repeat."""
+    modes: tuple[int | None, ...]
+    """Game mode per env (None: the ROM's default)."""
+    difficulties: tuple[int | None, ...]
+    """Difficulty per env (None: the ROM's default)."""
+    max_num_frames_per_episode: int = 108000
+    """Truncate an episode after this many emulator frames (ALE's own setting, as in Gymnasium)."""
+    repeat_action_probability: float = 0.0
+    """Sticky actions: the probability that the emulator repeats the previous action for a frame."""
+    full_action_space: bool = False
+    """All 18 ALE actions for every game, instead of each game's minimal set."""
+    continuous: bool = False
+    """Actions are (radius, theta, fire) in a Box, mapped onto the full action set (ale-py's continuous mode)."""
+    continuous_action_threshold: float = 0.5
+    """Threshold on the joystick components and fire for continuous actions."""
+    img_height: int = 84
+    """Observation height."""
+    img_width: int = 84
+    """Observation width."""
+    grayscale: bool = True
+    """Gray observations ``(stack, h, w)``; else RGB ``(stack, h, w, 3)``."""
+    stack_num: int = 4
+    """How many frames an observation stacks, oldest first."""
+    frameskip: int = 4
+    """Emulator frames per step, each repeating the action."""
+    maxpool: bool = True
+    """Observe the max of the last two frames of a step (Atari sprites flicker)."""
+    noop_max: int = 30
+    """Each reset runs between 1 and noop_max NOOP frames (0: none)."""
+    episodic_life: bool = False
+    """A lost life ends the episode (and the autoreset restarts the game)."""
+    life_loss_info: bool = False
+    """A lost life sets ``terminated`` without ending the episode (no reset follows)."""
+    reward_clipping: bool = True
+    """Clip each step's reward to [-1, 1]; ``info["raw_reward"]`` keeps the unclipped one."""
+    use_fire_reset: bool = True
+    """Press FIRE once after the no-ops of a reset, in games whose action set has FIRE."""
+
+    def __post_init__(self) -> None:
+        n = len(self.games)
+        if n == 0:
+            raise ConfigError("games must name at least one ROM")
+        if len(self.modes) != n or len(self.difficulties) != n:
+            raise ConfigError(f"mode and difficulty need one value per env ({n}) or a single value")
+        for game in self.games:
+            check_game(game)
+        for env_id, (game, mode, difficulty) in enumerate(zip(self.games, self.modes, self.difficulties)):
+            info = game_info(game)
+            if mode is not None and mode not in info.modes:
+                raise ConfigError(f"env {env_id} ({game!r}): mode {mode!r} is not one of its modes {list(info.modes)}")
+            if difficulty is not None and difficulty not in info.difficulties:
+                raise ConfigError(
+                    f"env {env_id} ({game!r}): difficulty {difficulty!r} is not one of {list(info.difficulties)}"
+                )
+        _positive_int("frameskip", self.frameskip)
+        _positive_int("stack_num", self.stack_num)
+        _positive_int("img_height", self.img_height)
+        _positive_int("img_width", self.img_width)
+        _positive_int("max_num_frames_per_episode", self.max_num_frames_per_episode)
+        if isinstance(self.noop_max, bool) or not isinstance(self.noop_max, int) or self.noop_max < 0:
+            raise ConfigError(f"noop_max must be a non-negative integer, got {self.noop_max!r}")
+        if not isinstance(self.repeat_action_probability, (int, float)) or not 0.0 <= self.repeat_action_probability <= 1.0:
+            raise ConfigError(f"repeat_action_probability must be in [0, 1], got {self.repeat_action_probability!r}")
+        if self.img_height > SCREEN_HEIGHT * 4 or self.img_width > SCREEN_WIDTH * 4:
+            raise ConfigError(f"img_height/img_width larger than 4x the {SCREEN_HEIGHT}x{SCREEN_WIDTH} screen")
+
+    @property
+    def num_envs(self) -> int:
+        return len(self.games)
+
+    def action_set(self, env_id: int) -> tuple[int, ...]:
+        """The ALE action ids env ``env_id`` maps its action indices onto."""
+        if self.full_action_space or self.continuous:
+            return FULL_ACTIONS
+        return game_info(self.games[env_id]).minimal_actions
+
+    @property
+    def num_actions(self) -> list[int]:
+        """How many actions each env takes."""
+        return [len(self.action_set(i)) for i in range(self.num_envs)]
+
+    @property
+    def obs_shape(self) -> tuple[int, ...]:
+        shape = (self.stack_num, self.img_height, self.img_width)
+        return shape if self.grayscale else (*shape, 3)
+
+
+def per_env(name: str, value: Any, n: int) -> tuple[Any, ...]:
+    """One value for every env, or a list of ``n`` values, as a tuple of ``n``."""
+    if isinstance(value, (list, tuple)):
+        if len(value) != n:
+            raise ConfigError(f"{name} needs one value per env ({n}), got {len(value)}")
+        return tuple(value)
+    return (value,) * n
+
+
+def _positive_int(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+
+
+def games_of(games: Sequence[str] | None, game: str | None, num_envs: int | None) -> tuple[str, ...]:
+    """The per-env ROM ids from ale-py's two forms: ``games=[...]`` or ``game=..., num_envs=...``."""
+    if games is not None:
+        if game is not None:
+            raise ConfigError("pass games=[...] or game=... with num_envs, not both")
+        if isinstance(games, str):
+            raise ConfigError(f"games must be a list of ROM ids; for one game use game={games!r}, num_envs=N")
+        games = tuple(games)
+        if num_envs is not None and num_envs != len(games):
+            raise ConfigError(f"num_envs={num_envs} but {len(games)} games were given (num_envs is inferred)")
+        return games
+    if game is None:
+        raise ConfigError("name the ROMs: games=['pong', 'breakout', ...] or game='pong', num_envs=N")
+    if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
+        raise ConfigError(f"num_envs must be a positive integer with game={game!r}, got {num_envs!r}")
+    return (game,) * num_envs

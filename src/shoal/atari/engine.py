@@ -1,0 +1,295 @@
+"""The Atari engine: a group of ALE emulators, each running its own ROM, stepped in one process.
+
+One ``ale_py.ALEInterface`` per env; the frame loop is Python (a few calls per emulator frame), and everything
+between emulator calls is batched across the group: the screens of all envs are max-pooled, resized and pushed onto
+their frame stacks in one C call (:mod:`shoal.atari.frames`), directly in the shared observation buffer.
+
+A step follows Gymnasium's ``AtariPreprocessing`` exactly (the reference the tests compare against): the action is
+repeated ``frameskip`` frames, summing rewards; the loop stops at a game over, a truncation or (``episodic_life``) a
+lost life, before reading that frame's screen; the last two screens of the step are read for the max-pool. Seeding
+follows ``ale_py.env.AtariEnv``: a seed derives the ALE seed and the no-op generator through ``SeedSequence``.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+from gymnasium.utils import seeding
+from gymnasium.vector import AutoresetMode
+
+from shoal.atari.config import AtariConfig
+from shoal.atari.frames import FrameStack
+from shoal.atari.roms import FIRE, NOOP, action_meanings
+from shoal.errors import ConfigError, StateError
+from shoal.vector.buffers import Buffers
+from shoal.vector.engine import Engine
+
+INFO_ARRAYS: dict[str, tuple[np.dtype, tuple[int, ...]]] = {
+    "lives": (np.dtype(np.int32), ()),
+    "frame_number": (np.dtype(np.int64), ()),
+    "episode_frame_number": (np.dtype(np.int64), ()),
+    "raw_reward": (np.dtype(np.float64), ()),
+}
+"""Per-env arrays the engine writes every step; the vector env returns them in ``info``."""
+
+
+@dataclass(frozen=True)
+class AtariState:
+    """A snapshot of one env: the emulator, its frame stack and episode bookkeeping. Picklable.
+
+    Restoring it (:meth:`shoal.AtariVectorEnv.restore_state`) puts the env back exactly: the next step continues
+    from ``observation``, with the same lives and episode progress.
+    """
+
+    game: str
+    ale_state: Any
+    observation: np.ndarray
+    screens: np.ndarray
+    lives: int
+    needs_reset: bool
+
+
+@dataclass(frozen=True)
+class AtariEngineFactory:
+    """Builds the engine of a group of envs; pickled into each worker."""
+
+    config: AtariConfig
+    action_sets: tuple[tuple[int, ...], ...]
+    affinity_offset: int = -1
+
+    def __call__(self, env_ids: range, buffers: Buffers, autoreset_mode: AutoresetMode) -> AtariEngine:
+        return AtariEngine(self, env_ids, buffers, autoreset_mode)
+
+
+class AtariEngine(Engine):
+    """The ALE emulators of envs ``env_ids``."""
+
+    discounted_extras = ("raw_reward",)
+
+    def __init__(
+        self, factory: AtariEngineFactory, env_ids: range, buffers: Buffers, autoreset_mode: AutoresetMode
+    ) -> None:
+        super().__init__(env_ids, buffers, autoreset_mode)
+        import ale_py
+
+        self._pin(factory.affinity_offset, env_ids)
+        config = self.config = factory.config
+        self._ale_py = ale_py
+        self.ales = []
+        for _ in env_ids:
+            ale = ale_py.ALEInterface()
+            ale.setLoggerMode(ale_py.LoggerMode.Error)
+            ale.setFloat("repeat_action_probability", float(config.repeat_action_probability))
+            ale.setInt("max_num_frames_per_episode", int(config.max_num_frames_per_episode))
+            self.ales.append(ale)
+        self._loaded = [False] * len(env_ids)
+        self._rngs: list[np.random.Generator | None] = [None] * len(env_ids)
+        self.action_sets = [factory.action_sets[i] for i in env_ids]
+        self._has_fire = [FIRE in a for a in self.action_sets]
+        self._lives = np.zeros(len(env_ids), np.int64)
+        self._game_over = np.zeros(len(env_ids), np.bool_)  # the episode really ended (life_loss_info aside)
+        self._frames = FrameStack(buffers.obs[env_ids.start : env_ids.stop], config.grayscale, config.maxpool)
+        self._local = np.arange(len(env_ids), dtype=np.int64)
+        extras = buffers.extras
+        self._lives_out, self._frame_out = extras["lives"], extras["frame_number"]
+        self._episode_frame_out, self._raw_out = extras["episode_frame_number"], extras["raw_reward"]
+        if config.continuous:
+            self._joystick = _joystick_table()
+
+    @staticmethod
+    def _pin(offset: int, env_ids: range) -> None:
+        """Pin a worker process to one core (ale-py's thread_affinity_offset); the calling process is left alone."""
+        if offset < 0 or multiprocessing.parent_process() is None:
+            return
+        if not hasattr(os, "sched_setaffinity"):
+            raise ConfigError("thread_affinity_offset needs os.sched_setaffinity, which this platform lacks")
+        cores = sorted(os.sched_getaffinity(0))
+        os.sched_setaffinity(0, {cores[(offset + env_ids.start) % len(cores)]})
+
+    # -- reset -----------------------------------------------------------------------------------------------------
+
+    def _load(self, local: int, seed: int | None) -> None:
+        """Seed and (re)load the ROM, as ``AtariEnv.seed_game`` + ``load_game`` do."""
+        env_id = self.env_ids.start + local
+        ale = self.ales[local]
+        np_seed, ale_seed = np.random.SeedSequence(seed).generate_state(n_words=2)
+        self._rngs[local], _ = seeding.np_random(int(np_seed))
+        ale.setInt("random_seed", int(np.int64(ale_seed).astype(np.int32)))
+        from ale_py import roms
+
+        ale.loadROM(roms.get_rom_path(self.config.games[env_id]))
+        if self.config.modes[env_id] is not None:
+            ale.setMode(self.config.modes[env_id])
+        if self.config.difficulties[env_id] is not None:
+            ale.setDifficulty(self.config.difficulties[env_id])
+        self._loaded[local] = True
+
+    def _reset_envs(self, ids: np.ndarray, seeds: Sequence[int | None], options: dict | None) -> list[dict]:
+        config = self.config
+        local_ids = ids - self.env_ids.start
+        for local, seed in zip(local_ids.tolist(), seeds):
+            ale = self.ales[local]
+            if seed is not None or not self._loaded[local]:
+                self._load(local, seed)
+            ale.reset_game()
+            noops = int(self._rngs[local].integers(1, config.noop_max + 1)) if config.noop_max > 0 else 0
+            for _ in range(noops):
+                ale.act(NOOP)
+                if ale.game_over():
+                    ale.reset_game()
+            if config.use_fire_reset and self._has_fire[local]:
+                ale.act(FIRE)
+                if ale.game_over():
+                    ale.reset_game()
+            self._lives[local] = ale.lives()
+            self._game_over[local] = False
+            self._read_screen(ale, self._frames.screens[local, 0])
+            self._frames.screens[local, 1] = 0
+            self._write_info(local, 0.0)
+        self._frames.push(local_ids, fill=True)
+        return [{} for _ in range(len(ids))]
+
+    # -- step ------------------------------------------------------------------------------------------------------
+
+    def _step_envs(self, ids: np.ndarray, actions: np.ndarray) -> list[dict]:
+        config, b = self.config, self.buffers
+        first = self.env_ids.start
+        local_ids = ids - first
+        if config.continuous:
+            action_ids, strengths = self._continuous_actions(actions)
+        else:
+            action_ids, strengths = actions.tolist(), [1.0] * len(ids)
+        for j, local in enumerate(local_ids.tolist()):
+            action = action_ids[j] if config.continuous else self.action_sets[local][action_ids[j]]
+            reward, ended, lost_life = self._run_frames(local, action, strengths[j])
+            ale, env_id = self.ales[local], first + local
+            now = self.ales[local].lives()
+            lost_life = lost_life or (config.life_loss_info and now < self._lives[local])
+            self._lives[local] = now
+            b.terminations[env_id] = lost_life or (ended and ale.game_over(with_truncation=False))
+            b.truncations[env_id] = ended and ale.game_truncated()
+            self._game_over[local] = ended or (config.episodic_life and lost_life)
+            b.rewards[env_id] = max(-1, min(1, reward)) if config.reward_clipping else reward
+            self._write_info(local, float(reward))
+        self._frames.push(local_ids)
+        return [{} for _ in range(len(ids))]
+
+    def _run_frames(self, local: int, action: int, strength: float) -> tuple[int, bool, bool]:
+        """Repeat ``action`` for up to ``frameskip`` frames, reading the last two screens.
+
+        Returns the summed reward, whether the game ended (game over or ALE's frame limit) and whether a life was
+        lost (``episodic_life`` only). Like ``AtariPreprocessing``, the loop stops at either, before reading that
+        frame's screen, so an ending step shows the screens of the frames before it.
+        """
+        ale, shown, lives = self.ales[local], self._frames.screens[local], self._lives
+        read = ale.getScreenGrayscale if self.config.grayscale else ale.getScreenRGB
+        frameskip, episodic = self.config.frameskip, self.config.episodic_life
+        before_last = frameskip - 2 if self.config.maxpool else -1
+        reward = 0
+        for t in range(frameskip):
+            reward += ale.act(action, strength)
+            if ale.game_over():
+                return reward, True, False
+            if episodic:
+                now = ale.lives()
+                if now < lives[local]:
+                    lives[local] = now
+                    return reward, False, True
+                lives[local] = now
+            if t == before_last:
+                read(shown[1])
+            elif t == frameskip - 1:
+                read(shown[0])
+        return reward, False, False
+
+    def _read_screen(self, ale: Any, out: np.ndarray) -> None:
+        (ale.getScreenGrayscale if self.config.grayscale else ale.getScreenRGB)(out)
+
+    def _write_info(self, local: int, raw_reward: float) -> None:
+        env_id, ale = self.env_ids.start + local, self.ales[local]
+        self._lives_out[env_id] = ale.lives()
+        self._frame_out[env_id] = ale.getFrameNumber()
+        self._episode_frame_out[env_id] = ale.getEpisodeFrameNumber()
+        self._raw_out[env_id] = raw_reward
+
+    def _continuous_actions(self, actions: np.ndarray) -> tuple[list[int], list[float]]:
+        """ale-py's continuous mapping: (radius, theta, fire) to a joystick action and a paddle strength."""
+        threshold = self.config.continuous_action_threshold
+        radius, theta, fire = actions[:, 0], actions[:, 1], actions[:, 2]
+        x, y = radius * np.cos(theta), radius * np.sin(theta)
+        horizontal = (x > threshold).astype(np.int64) - (x < -threshold) + 1
+        vertical = (y > threshold).astype(np.int64) - (y < -threshold) + 1
+        action_ids = self._joystick[horizontal, vertical, (fire > threshold).astype(np.int64)]
+        return action_ids.tolist(), radius.astype(np.float64).tolist()
+
+    # -- semantics hooks -------------------------------------------------------------------------------------------
+
+    def _episode_over(self, ids: np.ndarray) -> np.ndarray:
+        return self._game_over[ids - self.env_ids.start] | self.buffers.truncations[ids]
+
+    def _final_info(self, env_id: int, info: dict) -> dict:
+        return {name: self.buffers.extras[name][env_id].item() for name in INFO_ARRAYS}
+
+    # -- calls -----------------------------------------------------------------------------------------------------
+
+    def call(self, ids: np.ndarray, name: str, args: tuple, kwargs: dict) -> list[Any]:
+        local_ids = (ids - self.env_ids.start).tolist()
+        if name == "clone_state":
+            with_rng = args[0] if args else [True] * len(local_ids)
+            return [self._clone(local, flag) for local, flag in zip(local_ids, with_rng)]
+        if name == "restore_state":
+            (states,) = args
+            for local, state in zip(local_ids, states):
+                self._restore(local, state)
+            return [None] * len(local_ids)
+        if name == "get_ram":
+            return [self._ale(local).getRAM() for local in local_ids]
+        if name == "get_action_meanings":
+            return [action_meanings(self.action_sets[local]) for local in local_ids]
+        raise AttributeError(f"AtariVectorEnv envs have no method {name!r}")
+
+    def _ale(self, local: int) -> Any:
+        if not self._loaded[local]:
+            raise StateError(f"env {self.env_ids.start + local} has not been reset yet")
+        return self.ales[local]
+
+    def _clone(self, local: int, include_rng: bool = True) -> AtariState:
+        env_id = self.env_ids.start + local
+        return AtariState(
+            game=self.config.games[env_id],
+            ale_state=self._ale(local).cloneState(include_rng=include_rng),
+            observation=self.buffers.obs[env_id].copy(),
+            screens=self._frames.screens[local].copy(),
+            lives=int(self._lives[local]),
+            needs_reset=bool(self.buffers.needs_reset[env_id]),
+        )
+
+    def _restore(self, local: int, state: AtariState) -> None:
+        env_id = self.env_ids.start + local
+        if not isinstance(state, AtariState):
+            raise ConfigError(f"env {env_id}: expected an AtariState from clone_state(), got {type(state).__name__}")
+        if state.game != self.config.games[env_id]:
+            raise ConfigError(f"env {env_id} runs {self.config.games[env_id]!r}; this state is of {state.game!r}")
+        self._ale(local).restoreState(state.ale_state)
+        self.buffers.obs[env_id] = state.observation
+        self._frames.screens[local] = state.screens
+        self._lives[local] = state.lives
+        self._game_over[local] = state.needs_reset
+        self.buffers.needs_reset[env_id] = state.needs_reset
+        self._write_info(local, 0.0)
+
+
+def _joystick_table() -> np.ndarray:
+    """ALE action id for (horizontal, vertical, fire) with -1/0/1 components offset by one, as ale-py maps them."""
+    from ale_py.env import AtariEnv
+
+    table = np.zeros((3, 3, 2), np.int64)
+    for h in (-1, 0, 1):
+        for v in (-1, 0, 1):
+            for f in (0, 1):
+                table[h + 1, v + 1, f] = int(AtariEnv.map_action_idx(h, v, bool(f)).value)
+    return table

@@ -1,0 +1,137 @@
+"""Atari frame preprocessing for a batch of envs: max-pool, area resize, frame stack.
+
+The result equals Gymnasium's ``AtariPreprocessing`` + ``FrameStackObservation`` (which call OpenCV's
+``cv2.resize(..., interpolation=cv2.INTER_AREA)`` per env) pixel for pixel, at a fraction of the cost:
+
+* For the usual shrink (210x160 to 84x84, any non-integer scale) a small C kernel (``_frames.c``) does the
+  max-pool, the resize and the stack push of all of a worker's envs in one call, with OpenCV's own weight tables
+  (computed here) and float operations in OpenCV's order, so it rounds exactly as OpenCV does. OpenCV's generic
+  area resize spends most of its time in per-call set-up and bookkeeping: on 2 cores it costs about 55 us a frame,
+  the kernel about a fifth of that.
+* Other sizes (no resize, integer scales, enlargements) go through ``cv2.resize`` itself, one env at a time.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from shoal.atari import _frames
+
+SCREEN_HEIGHT, SCREEN_WIDTH = 210, 160
+
+
+def area_taps(src: int, dst: int) -> tuple[np.ndarray, np.ndarray]:
+    """OpenCV's INTER_AREA weights for shrinking ``src`` pixels to ``dst``, as taps: ``(index, weight)``.
+
+    Both arrays have shape ``(taps, dst)``: destination pixel ``d`` sums ``weight[t, d] * source[index[t, d]]`` over
+    ``t`` in order. The weights are OpenCV's ``computeResizeAreaTab``: computed in double precision from
+    ``scale = 1 / (dst / src)`` (as ``cv::resize`` derives it), stored as float32, in OpenCV's order of terms.
+    Destinations with fewer terms are padded with weight 0, which leaves a float sum unchanged.
+    """
+    scale = 1.0 / (dst / src)
+    terms: list[list[tuple[int, float]]] = []
+    for d in range(dst):
+        f1 = d * scale
+        f2 = f1 + scale
+        cell = min(scale, src - f1)
+        s2 = min(math.floor(f2), src - 1)
+        s1 = min(math.ceil(f1), s2)
+        mine = []
+        if s1 - f1 > 1e-3:
+            mine.append((s1 - 1, (s1 - f1) / cell))
+        mine += [(s, 1.0 / cell) for s in range(s1, s2)]
+        if f2 - s2 > 1e-3:
+            mine.append((s2, min(min(f2 - s2, 1.0), cell) / cell))
+        terms.append(mine)
+    taps = max(len(t) for t in terms)
+    index = np.zeros((taps, dst), np.int32)
+    weight = np.zeros((taps, dst), np.float32)
+    for d, mine in enumerate(terms):
+        for t, (s, w) in enumerate(mine):
+            index[t, d], weight[t, d] = s, w
+        index[len(mine) :, d] = mine[-1][0]
+    return index, weight
+
+
+def kernel_resizes(height: int, width: int) -> bool:
+    """Whether the C kernel reproduces OpenCV for this size (a copy, or an area shrink at a non-integer scale).
+
+    OpenCV takes a different code path (``resizeAreaFast``) when both scales are integers, and interpolates
+    linearly when enlarging; those go through ``cv2.resize`` itself.
+    """
+    if (height, width) == (SCREEN_HEIGHT, SCREEN_WIDTH):
+        return True
+    scale_y, scale_x = 1.0 / (height / SCREEN_HEIGHT), 1.0 / (width / SCREEN_WIDTH)
+    if scale_y < 1.0 or scale_x < 1.0:
+        return False
+    integer = abs(scale_x - round(scale_x)) < np.finfo(float).eps and abs(scale_y - round(scale_y)) < np.finfo(float).eps
+    return not integer
+
+
+@dataclass
+class FrameStack:
+    """Max-pools, resizes and stacks the screens of a batch of envs into an observation buffer.
+
+    Args:
+        obs: the observation rows, shape ``(num_envs, stack, height, width[, 3])``, written in place.
+        grayscale: screens have one channel (else RGB, three).
+        maxpool: observations are the max of the last two screens of a step.
+
+    Each env captures its last two screens of a step into ``screens[i, 0]`` (last) and ``screens[i, 1]`` (the
+    one before); :meth:`push` then turns them into the newest frame of its stack.
+    """
+
+    obs: np.ndarray
+    grayscale: bool
+    maxpool: bool
+    screens: np.ndarray = field(init=False)
+
+    def __post_init__(self) -> None:
+        num_envs, self.stack, self.height, self.width = self.obs.shape[:4]
+        self.channels = 1 if self.grayscale else 3
+        shape = (SCREEN_HEIGHT, SCREEN_WIDTH) if self.grayscale else (SCREEN_HEIGHT, SCREEN_WIDTH, 3)
+        self.screens = np.zeros((num_envs, 2, *shape), np.uint8)
+        self._kernel = kernel_resizes(self.height, self.width)
+        if (self.height, self.width) == (SCREEN_HEIGHT, SCREEN_WIDTH):  # no resize: the kernel copies
+            self._x = self._y = (np.zeros((0, self.width), np.int32), np.zeros((0, self.width), np.float32))
+        else:
+            index, weight = area_taps(SCREEN_WIDTH, self.width)
+            channel = np.arange(self.channels, dtype=np.int32)
+            self._x = (  # per (column, channel) element, as the kernel loops over them
+                (index[:, :, None] * self.channels + channel).reshape(len(index), -1),
+                np.repeat(weight, self.channels, axis=1),
+            )
+            self._y = area_taps(SCREEN_HEIGHT, self.height)
+        self._scratch = np.zeros((SCREEN_HEIGHT + 1) * self.width * self.channels + SCREEN_WIDTH * 3, np.float32)
+
+    def push(self, rows: np.ndarray, fill: bool = False) -> None:
+        """Turn ``screens[rows]`` into the newest frame of obs rows ``rows`` (``fill``: into every slot).
+
+        ``rows`` is an int64 array of row indices.
+        """
+        if self._kernel:
+            _frames.push(
+                self.screens, self.obs, rows, rows, self.maxpool, fill, self.stack, SCREEN_HEIGHT, SCREEN_WIDTH,
+                self.channels, self.height, self.width, *self._x, *self._y, self._scratch,
+            )
+        else:
+            self._push_with_opencv(rows, fill)
+
+    def _push_with_opencv(self, rows: np.ndarray, fill: bool) -> None:
+        import cv2
+
+        for row in rows.tolist():
+            last, before = self.screens[row, 0], self.screens[row, 1]
+            if self.maxpool:
+                np.maximum(last, before, out=last)
+            frame = cv2.resize(last, (self.width, self.height), interpolation=cv2.INTER_AREA)
+            slots = self.obs[row]
+            if fill:
+                slots[:] = frame
+            else:
+                slots[:-1] = slots[1:].copy()
+                slots[-1] = frame
+

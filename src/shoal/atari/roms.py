@@ -1,0 +1,86 @@
+"""The ROMs ale-py ships: ids, lookup with suggestions, and what each game offers (actions, modes, difficulties)."""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from functools import lru_cache
+
+from shoal.errors import UnknownGameError
+
+
+@dataclass(frozen=True)
+class GameInfo:
+    """What one ROM offers.
+
+    Attributes:
+        id: ale-py's snake_case ROM id (``"space_invaders"``).
+        minimal_actions: the ALE action ids of its minimal action set, in ale-py's order.
+        modes: the game modes it accepts (the first is the default).
+        difficulties: the difficulties it accepts (the first is the default).
+    """
+
+    id: str
+    minimal_actions: tuple[int, ...]
+    modes: tuple[int, ...]
+    difficulties: tuple[int, ...]
+
+    @property
+    def num_actions(self) -> int:
+        return len(self.minimal_actions)
+
+
+FULL_ACTIONS = tuple(range(18))
+"""The ALE's legal (full) action set: every joystick direction with and without fire."""
+
+NOOP, FIRE = 0, 1
+
+
+@lru_cache(maxsize=None)
+def game_ids() -> tuple[str, ...]:
+    """Every ROM id ale-py ships, sorted."""
+    from ale_py import roms
+
+    return tuple(sorted(roms.get_all_rom_ids()))
+
+
+def check_game(game: object) -> str:
+    """``game`` if it is a ROM id ale-py ships, else an :class:`UnknownGameError` naming the closest ids."""
+    if not isinstance(game, str):
+        raise UnknownGameError(f"a game must be an ale-py ROM id (a str such as 'breakout'), got {game!r}")
+    ids = game_ids()
+    if game in ids:
+        return game
+    snake = "".join("_" + c.lower() if c.isupper() else c for c in game).lstrip("_").replace("-", "_")
+    close = difflib.get_close_matches(snake, ids, n=3, cutoff=0.5)
+    hint = f"did you mean {', '.join(repr(c) for c in close)}? " if close else ""
+    raise UnknownGameError(
+        f"unknown ROM id {game!r}: {hint}ROM ids are ale-py's snake_case ids ('ms_pacman', not 'MsPacman'); "
+        f"`shoal games` lists all {len(ids)}"
+    )
+
+
+@lru_cache(maxsize=None)
+def game_info(game: str) -> GameInfo:
+    """The actions, modes and difficulties of ROM ``game`` (read once from the ROM itself)."""
+    import ale_py
+    from ale_py import roms
+
+    check_game(game)
+    ale = ale_py.ALEInterface()
+    ale.setLoggerMode(ale_py.LoggerMode.Error)
+    ale.loadROM(roms.get_rom_path(game))
+    return GameInfo(
+        id=game,
+        minimal_actions=tuple(int(a.value) for a in ale.getMinimalActionSet()),
+        modes=tuple(int(m) for m in ale.getAvailableModes()),
+        difficulties=tuple(int(d) for d in ale.getAvailableDifficulties()),
+    )
+
+
+def action_meanings(actions: tuple[int, ...]) -> list[str]:
+    """The ALE names of action ids (``[0, 1] -> ["NOOP", "FIRE"]``), as ale-py's ``get_action_meanings``."""
+    import ale_py
+
+    names = {int(v.value): k for k, v in ale_py.Action.__members__.items()}
+    return [names[a] for a in actions]

@@ -1,0 +1,43 @@
+"""shoal's Atari env against Gymnasium's AtariPreprocessing + FrameStackObservation, step for step.
+
+Observations are compared bit for bit (no tolerance: shoal's resize kernel rounds exactly as OpenCV's INTER_AREA),
+with rewards, terminations, truncations, lives and frame numbers, on mixed ROMs whose action sets differ. Short
+frame limits force truncations (and episodic life forces terminations) so that autoresets are exercised.
+"""
+
+import pytest
+
+from atari_reference import compare_rollout
+
+GAMES = ["pong", "breakout", "space_invaders", "ms_pacman"]
+
+
+@pytest.mark.parametrize(
+    "backend",
+    [
+        pytest.param({"backend": "serial"}, id="serial"),
+        pytest.param({"backend": "multiprocessing", "num_workers": 2}, id="mp-inline"),
+        pytest.param({"backend": "multiprocessing", "num_workers": 2, "inline": False, "context": "spawn"}, id="mp-spawn"),
+    ],
+)
+def test_gray_84_next_step_on_every_backend(backend):
+    assert compare_rollout(GAMES, steps=220, seed=3, max_frames=600, **backend) >= 4
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        pytest.param(dict(autoreset_mode="same_step", max_frames=500), id="same-step"),
+        pytest.param(
+            dict(autoreset_mode="same_step", episodic_life=True, grayscale=False, size=(64, 48), stack=2, frameskip=3),
+            id="rgb-64x48-stack2-skip3-episodic-same-step",
+        ),
+        pytest.param(
+            dict(episodic_life=True, size=(210, 160), stack=3, frameskip=1, max_frames=300),
+            id="full-size-skip1-episodic",
+        ),
+        pytest.param(dict(size=(105, 80), frameskip=2, max_frames=400), id="integer-scale-opencv-path"),
+    ],
+)
+def test_settings(settings):
+    assert compare_rollout(GAMES, steps=220, seed=5, backend="serial", **settings) >= 2

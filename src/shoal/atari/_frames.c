@@ -4,11 +4,17 @@
  * does), shrink the result with area interpolation, and push it onto the env's frame stack in the observation
  * buffer (shift the stack by one frame, write the new frame last; or fill every slot, after a reset).
  *
- * The shrink reproduces OpenCV's cv::resize(..., INTER_AREA) for non-integer scales bit for bit: the same
- * weight tables (computed in Python, shoal/atari/frames.py), the same float32 operations in the same order
- * (a horizontal pass per source row into a float buffer, then a weighted sum of those rows), and the same
- * round-half-to-even at the end. Build with -ffp-contract=off so the compiler does not fuse a*b+c into one FMA,
- * which would round differently from OpenCV.
+ * The shrink reproduces OpenCV's cv::resize(..., INTER_AREA) for non-integer scales bit for bit, in two steps:
+ *
+ * 1. Exactly, in integers: each destination pixel's area-weighted sum S, with the weights as whole multiples of
+ *    1/dst (a vertical pass over contiguous rows, then a short horizontal one), so the true average is S / den.
+ *    OpenCV computes that average in float32 (error below 2e-4 for 8-bit pixels) and rounds it half to even, so
+ *    wherever S / den is further than 1e-3 from a half, OpenCV's result is S / den rounded to nearest.
+ * 2. At the pixels within 1e-3 of a half (for 84x84: only the exact ties), the result depends on OpenCV's float
+ *    rounding, so it is recomputed with OpenCV's weight tables (computed in Python, shoal/atari/frames.py) and
+ *    float32 operations in OpenCV's order: a horizontal pass per source row, then a weighted sum of rows.
+ *
+ * Build with -ffp-contract=off so the compiler does not fuse a*b+c into one FMA, which rounds differently.
  *
  * Only the buffer protocol is used (no numpy C API), so the extension builds against any numpy.
  */
@@ -48,7 +54,57 @@ static inline uint8_t round_u8(float v) {
     return (uint8_t)(r < 0 ? 0 : (r > 255 ? 255 : r));
 }
 
-/* push(frames, obs, rows, screen_rows, maxpool, fill, stack, H, W, C, h, w, xidx, xw, yidx, yw, scratch)
+/* Small loops with restrict pointers, so the compiler knows the rows do not overlap and vectorizes them; kept out
+ * of line because GCC drops what restrict tells it when it inlines them into the big loop. */
+#if defined(__GNUC__)
+#define OUT_OF_LINE __attribute__((noinline))
+#else
+#define OUT_OF_LINE
+#endif
+
+static OUT_OF_LINE void max_into(uint8_t *restrict a, const uint8_t *restrict b, Py_ssize_t n) {
+    for (Py_ssize_t i = 0; i < n; i++) a[i] = a[i] > b[i] ? a[i] : b[i];
+}
+
+/* Vertical sums fit 16 bits: the weights of a destination row sum to the 210 source rows, 210 * 255 < 65536. */
+static OUT_OF_LINE void weigh_row(uint16_t *restrict sum, const uint8_t *restrict row, uint16_t weight, Py_ssize_t n) {
+    for (Py_ssize_t i = 0; i < n; i++) sum[i] = (uint16_t)(weight * row[i]);
+}
+
+static OUT_OF_LINE void add_weighed_row(uint16_t *restrict sum, const uint8_t *restrict row, uint16_t weight,
+                                        Py_ssize_t n) {
+    for (Py_ssize_t i = 0; i < n; i++) sum[i] = (uint16_t)(sum[i] + weight * row[i]);
+}
+
+/* Round each exact sum total / den to nearest into out; mark in near[] the elements within 1e-3 of a half, whose
+ * rounding OpenCV's float arithmetic decides. Branch-free, so the loop pipelines. */
+static OUT_OF_LINE int round_sums(uint8_t *restrict out, uint8_t *restrict near, const int32_t *restrict total,
+                                  Py_ssize_t n, float inv_den) {
+    int any = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const float value = (float)total[i] * inv_den;
+        const int32_t whole = (int32_t)value;
+        const float frac = value - (float)whole;
+        const int32_t up = frac > 0.5f, close = (frac > 0.499f) & (frac < 0.501f);
+        out[i] = (uint8_t)(whole + up);
+        near[i] = (uint8_t)close;
+        any |= close;
+    }
+    return any;
+}
+
+/* Horizontal exact sums of one row of vertical sums, for one channel and three taps (the usual case). */
+static OUT_OF_LINE void shrink_row3(int32_t *restrict total, const uint16_t *restrict vsum,
+                                    const int32_t *restrict first, const int32_t *restrict w0,
+                                    const int32_t *restrict w1, const int32_t *restrict w2, int w) {
+    for (int x = 0; x < w; x++) {
+        const uint16_t *v = vsum + first[x];
+        total[x] = w0[x] * v[0] + w1[x] * v[1] + w2[x] * v[2];
+    }
+}
+
+/* push(frames, obs, rows, screen_rows, maxpool, fill, stack, H, W, C, h, w, xidx, xw, yidx, yw, xfirst, xwi, yfirst,
+ *      ywi, den, scratch)
  *
  *   frames  uint8 [M, 2, H, W, C]   screens: the last of a step (slot 0) and the one before (slot 1); slot 0 is
  *                                   overwritten with their max when maxpool
@@ -59,17 +115,24 @@ static inline uint8_t round_u8(float v) {
  *                                   taps in OpenCV's order of terms
  *   xw      float32 [tx, w * C]     its weight (0 for padding taps: adding 0 * s leaves a float sum unchanged)
  *   yidx    int32 [ty, h], yw float32 [ty, h]   the same for rows
- *   scratch float32 [H + 1, w, C] + [W * C]   each source row shrunk horizontally, a row of sums, a source row
+ *   xfirst  int32 [w]               first source column of destination column x (its taps are consecutive)
+ *   xwi     int32 [txi, w]          integer weight of tap t (overlap in units of 1 / w; padding taps are 0)
+ *   yfirst  int32 [h], ywi int32 [tyi, h]       the same for rows (units of 1 / h)
+ *   den     the integer weight of a whole destination pixel: H * W (a destination pixel averages S / den)
+ *   scratch uint32 [W * C + 2 * w * C]   one row of vertical sums (16 bits), one of totals, one of flags
  * With tx == 0 the frame is copied without resizing (h == H and w == W).
  */
 static PyObject *push(PyObject *self, PyObject *args) {
-    PyObject *o_frames, *o_obs, *o_rows, *o_srows, *o_xidx, *o_xw, *o_yidx, *o_yw, *o_scratch;
-    int maxpool, fill, stack, H, W, C, h, w;
-    if (!PyArg_ParseTuple(args, "OOOOppiiiiiiOOOOO", &o_frames, &o_obs, &o_rows, &o_srows, &maxpool, &fill, &stack,
-                          &H, &W, &C, &h, &w, &o_xidx, &o_xw, &o_yidx, &o_yw, &o_scratch)) {
+    PyObject *o_frames, *o_obs, *o_rows, *o_srows, *o_xidx, *o_xw, *o_yidx, *o_yw, *o_xfirst, *o_xwi, *o_yfirst,
+        *o_ywi, *o_scratch;
+    int maxpool, fill, stack, H, W, C, h, w, den;
+    if (!PyArg_ParseTuple(args, "OOOOppiiiiiiOOOOOOOOiO", &o_frames, &o_obs, &o_rows, &o_srows, &maxpool, &fill,
+                          &stack, &H, &W, &C, &h, &w, &o_xidx, &o_xw, &o_yidx, &o_yw, &o_xfirst, &o_xwi, &o_yfirst,
+                          &o_ywi, &den, &o_scratch)) {
         return NULL;
     }
-    Buf frames = {0}, obs = {0}, rows = {0}, srows = {0}, xidx = {0}, xw = {0}, yidx = {0}, yw = {0}, scratch = {0};
+    Buf frames = {0}, obs = {0}, rows = {0}, srows = {0}, xidx = {0}, xw = {0}, yidx = {0}, yw = {0}, xfirst = {0},
+        xwi = {0}, yfirst = {0}, ywi = {0}, scratch = {0};
     PyObject *result = NULL;
     const Py_ssize_t screen = (Py_ssize_t)H * W * C, frame = (Py_ssize_t)h * w * C, wc = (Py_ssize_t)w * C;
     if (stack < 1 || h < 1 || w < 1 || C < 1) {
@@ -87,10 +150,30 @@ static PyObject *push(PyObject *self, PyObject *args) {
     if (get_buffer(o_yidx, &yidx, 0, 0, "yidx") < 0) goto done;
     const Py_ssize_t ty = yidx.view.len / ((Py_ssize_t)sizeof(int32_t) * h);
     if (get_buffer(o_yw, &yw, 0, ty * h * (Py_ssize_t)sizeof(float), "yw") < 0) goto done;
-    if (get_buffer(o_scratch, &scratch, 1, tx ? ((Py_ssize_t)(H + 1) * wc + (Py_ssize_t)W * C) * sizeof(float) : 0, "scratch") < 0) goto done;
-    if (tx ? ty < 1 : (h != H || w != W)) {
+    if (get_buffer(o_xfirst, &xfirst, 0, tx ? w * (Py_ssize_t)sizeof(int32_t) : 0, "xfirst") < 0) goto done;
+    if (get_buffer(o_xwi, &xwi, 0, 0, "xwi") < 0) goto done;
+    const Py_ssize_t txi = xwi.view.len / ((Py_ssize_t)sizeof(int32_t) * w);
+    if (get_buffer(o_yfirst, &yfirst, 0, tx ? h * (Py_ssize_t)sizeof(int32_t) : 0, "yfirst") < 0) goto done;
+    if (get_buffer(o_ywi, &ywi, 0, 0, "ywi") < 0) goto done;
+    const Py_ssize_t tyi = ywi.view.len / ((Py_ssize_t)sizeof(int32_t) * h);
+    if (get_buffer(o_scratch, &scratch, 1, tx ? ((Py_ssize_t)W * C + 2 * wc) * sizeof(uint32_t) : 0, "scratch") < 0) goto done;
+    if (tx ? (ty < 1 || txi < 1 || tyi < 1 || den < 1) : (h != H || w != W)) {
         PyErr_SetString(PyExc_ValueError, "push: a resize needs weight tables for both axes");
         goto done;
+    }
+    const int32_t *xf = (const int32_t *)xfirst.view.buf, *xn = (const int32_t *)xwi.view.buf;
+    const int32_t *yf = (const int32_t *)yfirst.view.buf, *yn = (const int32_t *)ywi.view.buf;
+    for (int x = 0; tx && x < w; x++) {
+        if (xf[x] < 0 || xf[x] + txi > W) {
+            PyErr_SetString(PyExc_IndexError, "push: xfirst outside the screen");
+            goto done;
+        }
+    }
+    for (int y = 0; tx && y < h; y++) {
+        if (yf[y] < 0 || yf[y] + tyi > H) {
+            PyErr_SetString(PyExc_IndexError, "push: yfirst outside the screen");
+            goto done;
+        }
     }
 
     const int32_t *xi = (const int32_t *)xidx.view.buf, *yi = (const int32_t *)yidx.view.buf;
@@ -117,45 +200,54 @@ static PyObject *push(PyObject *self, PyObject *args) {
         }
     }
 
-    float *shrunk = (float *)scratch.view.buf, *sum = shrunk + (Py_ssize_t)H * wc, *rowf = sum + wc;
+    uint16_t *vsum = (uint16_t *)scratch.view.buf;
+    int32_t *totals = (int32_t *)scratch.view.buf + (Py_ssize_t)W * C;
+    uint8_t *near = (uint8_t *)(totals + wc);
+    const float inv_den = 1.0f / (float)den;
+    const Py_ssize_t WC = (Py_ssize_t)W * C;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t k = 0; k < K; k++) {
         uint8_t *last = (uint8_t *)frames.view.buf + screen_of[k] * 2 * screen, *before = last + screen;
-        if (maxpool) {
-            for (Py_ssize_t i = 0; i < screen; i++) last[i] = last[i] > before[i] ? last[i] : before[i];
-        }
+        if (maxpool) max_into(last, before, screen);
         uint8_t *slots = (uint8_t *)obs.view.buf + row_of[k] * frame * stack;
         uint8_t *dst = slots + (Py_ssize_t)(stack - 1) * frame;
         if (!fill && stack > 1) memmove(slots, slots + frame, (size_t)(stack - 1) * frame);
         if (!tx) {
             memcpy(dst, last, (size_t)frame);
         } else {
-            /* Horizontal pass, once per source row: each destination column sums its taps in OpenCV's order
-               (OpenCV starts from a zeroed buffer; 0 + p == p for the first product). The loop over columns
-               is innermost so that columns, which are independent, pipeline and vectorize. */
-            for (int sy = 0; sy < H; sy++) {
-                const uint8_t *src = last + (Py_ssize_t)sy * W * C;
-                float *out = shrunk + (Py_ssize_t)sy * wc;
-                for (Py_ssize_t i = 0; i < W * C; i++) rowf[i] = (float)src[i];
-                for (Py_ssize_t x = 0; x < wc; x++) out[x] = rowf[xi[x]] * xa[x];
-                for (Py_ssize_t t = 1; t < tx; t++) {
-                    const int32_t *idx = xi + t * wc;
-                    const float *a = xa + t * wc;
-                    for (Py_ssize_t x = 0; x < wc; x++) out[x] = out[x] + rowf[idx[x]] * a[x];
-                }
-            }
-            /* Vertical pass: the first tap is a product (OpenCV's sum = beta * buf), the others add to it. */
             for (int dy = 0; dy < h; dy++) {
-                uint8_t *out = dst + (Py_ssize_t)dy * wc;
-                const float *r0 = shrunk + (Py_ssize_t)yi[dy] * wc;
-                const float b0 = ya[dy];
-                for (Py_ssize_t x = 0; x < wc; x++) sum[x] = b0 * r0[x];
-                for (Py_ssize_t t = 1; t < ty; t++) {
-                    const float *r = shrunk + (Py_ssize_t)yi[t * h + dy] * wc;
-                    const float b = ya[t * h + dy];
-                    for (Py_ssize_t x = 0; x < wc; x++) sum[x] = sum[x] + b * r[x];
+                /* 1. exact sums: vertical over contiguous source rows (vectorizes), then horizontal */
+                const uint8_t *r0 = last + (Py_ssize_t)yf[dy] * WC;
+                weigh_row(vsum, r0, (uint16_t)yn[dy], WC);
+                for (Py_ssize_t t = 1; t < tyi; t++) {
+                    if (yn[t * h + dy]) add_weighed_row(vsum, r0 + t * WC, (uint16_t)yn[t * h + dy], WC);
                 }
-                for (Py_ssize_t x = 0; x < wc; x++) out[x] = round_u8(sum[x]);
+                uint8_t *out = dst + (Py_ssize_t)dy * wc;
+                if (C == 1 && txi == 3) {
+                    shrink_row3(totals, vsum, xf, xn, xn + w, xn + 2 * w, w);
+                } else {
+                    for (int x = 0; x < w; x++) {
+                        const uint16_t *v = vsum + (Py_ssize_t)xf[x] * C;
+                        for (int c = 0; c < C; c++) {
+                            int32_t total = 0;
+                            for (Py_ssize_t t = 0; t < txi; t++) total += xn[t * w + x] * v[t * C + c];
+                            totals[(Py_ssize_t)x * C + c] = total;
+                        }
+                    }
+                }
+                if (!round_sums(out, near, totals, wc, inv_den)) continue;
+                for (Py_ssize_t e = 0; e < wc; e++) {
+                    if (!near[e]) continue;
+                    /* 2. near a half: OpenCV's own float arithmetic decides */
+                    float sum = 0.0f;
+                    for (Py_ssize_t j = 0; j < ty; j++) {
+                        const uint8_t *src = last + (Py_ssize_t)yi[j * h + dy] * WC;
+                        float acc = (float)src[xi[e]] * xa[e];
+                        for (Py_ssize_t t = 1; t < tx; t++) acc = acc + (float)src[xi[t * wc + e]] * xa[t * wc + e];
+                        sum = j == 0 ? ya[dy] * acc : sum + ya[j * h + dy] * acc;
+                    }
+                    out[e] = round_u8(sum);
+                }
             }
         }
         if (fill) {
@@ -174,6 +266,10 @@ done:
     release(&xw);
     release(&yidx);
     release(&yw);
+    release(&xfirst);
+    release(&xwi);
+    release(&yfirst);
+    release(&ywi);
     release(&scratch);
     return result;
 }

@@ -1,0 +1,226 @@
+"""shoal's AtariVectorEnv against ale-py's C++ AtariVectorEnv, Gymnasium and the bare emulator, in one run.
+
+    python benchmarks/bench_atari.py [--seconds 3] [--rounds 2] [--only single|multi|memory]
+
+Same settings on every side: 84x84 gray, stack 4, frameskip 4, max-pool, noop 30, sticky 0, no reward clipping, no
+fire reset, random actions. Prints steps/s of every configuration (best of ``--rounds``) and the ratios the
+targets are stated in:
+
+* single ROM (Breakout, 16 envs): shoal's best / ale-py's best, and shoal's best / the bare limit (2 processes
+  each running ALE's loop: 4x ``act`` + ``getScreenGrayscale``, no resize);
+* mixed ROMs (pong, breakout, space_invaders x 2 and x 4): shoal / three ale-py vector envs stepped together, and
+  shoal / Gymnasium's AsyncVectorEnv (``full_action_space=True``, the only way it accepts the mix);
+* memory: total PSS (shared pages counted once) of 16 and 32 envs, all processes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import time
+from typing import Callable
+
+import numpy as np
+
+import shoal
+
+SETTINGS = dict(
+    img_height=84, img_width=84, stack_num=4, frameskip=4, maxpool=True, noop_max=30,
+    repeat_action_probability=0.0, reward_clipping=False, use_fire_reset=False,
+)
+MIXED = ["pong", "breakout", "space_invaders"]
+
+
+# -- stepping loops ------------------------------------------------------------------------------------------------
+
+
+def run_vector(envs, seconds: float) -> float:
+    """Steps/s of any vector env with send/recv-style stepping (sync or first-N-of-M async)."""
+    rng = np.random.default_rng(0)
+    nvec = np.asarray(getattr(envs, "num_actions", None) or [envs.single_action_space.n] * envs.num_envs)
+    _, info = envs.reset(seed=0)
+    batch = len(info["env_id"]) if "env_id" in info else envs.num_envs
+    ids = info.get("env_id", np.arange(envs.num_envs))
+    steps, start = 0, None
+    for t in range(1_000_000):
+        if t == 20:
+            steps, start = 0, time.perf_counter()
+        if start is not None and time.perf_counter() - start > seconds:
+            break
+        actions = (rng.random(batch) * nvec[ids]).astype(np.int64)
+        _, _, _, _, info = envs.step(actions)
+        ids = info.get("env_id", ids)
+        steps += batch
+    rate = steps / (time.perf_counter() - start)
+    envs.close()
+    return rate
+
+
+def run_together(pools, seconds: float) -> float:
+    """Steps/s of several ale-py vector envs (one per ROM), each sent its actions before any is received."""
+    rng = np.random.default_rng(0)
+    for p in pools:
+        p.reset(seed=0)
+    steps, start = 0, None
+    for t in range(1_000_000):
+        if t == 20:
+            steps, start = 0, time.perf_counter()
+        if start is not None and time.perf_counter() - start > seconds:
+            break
+        for p in pools:
+            p.send((rng.random(p.num_envs) * p.single_action_space.n).astype(np.int64))
+        for p in pools:
+            p.recv()
+            steps += p.num_envs
+    rate = steps / (time.perf_counter() - start)
+    for p in pools:
+        p.close()
+    return rate
+
+
+def _bare_loop(game: str, seconds: float, out) -> None:
+    import ale_py
+    from ale_py import roms
+
+    ale = ale_py.ALEInterface()
+    ale.setLoggerMode(ale_py.LoggerMode.Error)
+    ale.setFloat("repeat_action_probability", 0.0)
+    ale.loadROM(roms.get_rom_path(game))
+    actions = ale.getMinimalActionSet()
+    screen = np.empty((210, 160), np.uint8)
+    rng = np.random.default_rng(0)
+    steps, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        a = actions[int(rng.integers(len(actions)))]
+        for _ in range(4):
+            ale.act(a)
+        ale.getScreenGrayscale(screen)
+        if ale.game_over():
+            ale.reset_game()
+        steps += 1
+    out.put(steps / (time.perf_counter() - start))
+
+
+def bare_limit(game: str, seconds: float, processes: int = 2) -> float:
+    """The emulator alone: ``processes`` processes each looping 4x act + one grayscale read."""
+    ctx = mp.get_context("fork")
+    out = ctx.Queue()
+    procs = [ctx.Process(target=_bare_loop, args=(game, seconds, out)) for _ in range(processes)]
+    for p in procs:
+        p.start()
+    rates = [out.get() for _ in procs]
+    for p in procs:
+        p.join()
+    return sum(rates)
+
+
+# -- configurations ----------------------------------------------------------------------------------------------
+
+
+def single_configs(n: int) -> dict[str, tuple[str, Callable]]:
+    from ale_py.vector_env import AtariVectorEnv as AleVectorEnv
+
+    games = ["breakout"] * n
+    return {
+        "shoal mp 2 workers (inline)": ("shoal", lambda: shoal.AtariVectorEnv(games=games, num_workers=2, **SETTINGS)),
+        "shoal mp async batch 8": (
+            "shoal", lambda: shoal.AtariVectorEnv(games=games, num_workers=2, batch_size=n // 2, **SETTINGS)),
+        "shoal serial": ("shoal", lambda: shoal.AtariVectorEnv(games=games, backend="serial", **SETTINGS)),
+        "ale-py sync": ("ale-py", lambda: AleVectorEnv("breakout", n, **SETTINGS)),
+        "ale-py async batch 8": ("ale-py", lambda: AleVectorEnv("breakout", n, batch_size=n // 2, **SETTINGS)),
+    }
+
+
+def gym_async(games: list[str]):
+    import gymnasium as gym
+    from ale_py.env import AtariEnv
+    from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
+
+    def make(game):
+        def thunk():
+            env = AtariEnv(game, obs_type="grayscale", frameskip=1, repeat_action_probability=0.0,
+                           full_action_space=True)
+            return FrameStackObservation(AtariPreprocessing(env, noop_max=30, frame_skip=4), 4)
+
+        return thunk
+
+    return gym.vector.AsyncVectorEnv([make(g) for g in games])
+
+
+def best(make: Callable, run: Callable, rounds: int) -> float:
+    return max(run(make()) for _ in range(rounds))
+
+
+def bench_single(seconds: float, rounds: int, n: int = 16) -> None:
+    print(f"\nsingle ROM: breakout x {n}")
+    rates: dict[str, float] = {}
+    for name, (side, make) in single_configs(n).items():
+        rates[name] = best(make, lambda e: run_vector(e, seconds), rounds)
+        print(f"  {name:32s} {rates[name]:9.0f} steps/s")
+    rates["bare limit (2 processes)"] = max(bare_limit("breakout", seconds) for _ in range(rounds))
+    print(f"  {'bare limit (2 processes)':32s} {rates['bare limit (2 processes)']:9.0f} steps/s")
+    shoal_best = max(v for k, v in rates.items() if k.startswith("shoal"))
+    ale_best = max(v for k, v in rates.items() if k.startswith("ale-py"))
+    print(f"  ratio shoal best / ale-py best: {shoal_best / ale_best:.2f}x   (target >= 1.15)")
+    print(f"  ratio shoal best / bare limit:  {shoal_best / rates['bare limit (2 processes)']:.2f}x   (target >= 0.90)")
+
+
+def bench_multi(seconds: float, rounds: int) -> None:
+    from ale_py.vector_env import AtariVectorEnv as AleVectorEnv
+
+    for copies in (2, 4):
+        games = list(np.repeat(MIXED, copies))
+        print(f"\nmixed ROMs: {', '.join(MIXED)} x {copies} ({len(games)} envs)")
+        ours = max(
+            best(lambda: shoal.AtariVectorEnv(games=games, num_workers=2, **SETTINGS), lambda e: run_vector(e, seconds), rounds),
+            best(lambda: shoal.AtariVectorEnv(games=games, num_workers=2, batch_size=len(games) // 2, **SETTINGS),
+                 lambda e: run_vector(e, seconds), rounds),
+        )
+        pools = max(
+            run_together([AleVectorEnv(g, copies, **SETTINGS) for g in MIXED], seconds) for _ in range(rounds)
+        )
+        gym_rate = best(lambda: gym_async(games), lambda e: run_vector(e, seconds), 1)
+        print(f"  {'shoal best':32s} {ours:9.0f} steps/s")
+        print(f"  {'3 ale-py pools stepped together':32s} {pools:9.0f} steps/s")
+        print(f"  {'gymnasium AsyncVectorEnv':32s} {gym_rate:9.0f} steps/s")
+        print(f"  ratio shoal / ale-py pools: {ours / pools:.2f}x (target >= 1.2)   "
+              f"shoal / gymnasium async: {ours / gym_rate:.2f}x (target >= 2.5)")
+
+
+def total_pss_mib() -> float:
+    import psutil
+
+    me = psutil.Process()
+    return sum(p.memory_full_info().pss for p in [me, *me.children(recursive=True)]) / 2**20
+
+
+def bench_memory() -> None:
+    print("\nmemory (total PSS of every process, after 100 steps)")
+    sizes = {}
+    for n in (16, 32):
+        envs = shoal.AtariVectorEnv(games=["breakout"] * n, num_workers=2, **SETTINGS)
+        envs.reset(seed=0)
+        for _ in range(100):
+            envs.step(np.zeros(n, np.int64))
+        sizes[n] = total_pss_mib()
+        envs.close()
+        print(f"  shoal, {n} envs: {sizes[n]:6.1f} MiB")
+    print(f"  per additional env: {(sizes[32] - sizes[16]) / 16:.2f} MiB   (targets: <= 120 MiB at 16, <= 2 MiB/env)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=3.0)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--only", choices=["single", "multi", "memory"])
+    args = parser.parse_args()
+    if args.only in (None, "memory"):
+        bench_memory()
+    if args.only in (None, "single"):
+        bench_single(args.seconds, args.rounds)
+    if args.only in (None, "multi"):
+        bench_multi(args.seconds, args.rounds)
+
+
+if __name__ == "__main__":
+    main()

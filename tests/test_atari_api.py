@@ -176,23 +176,21 @@ def test_async_batches_with_per_batch_action_spaces_and_partial_resets():
     games = ["pong", "pong", "breakout", "breakout"]
     with shoal.AtariVectorEnv(games=games, batch_size=2, num_workers=2, backend="multiprocessing") as envs:
         obs, info = envs.reset(seed=0)
-        seen = set()
-        for _ in range(20):
+        for t in range(20):
             ids = info["env_id"]
-            seen.update(ids.tolist())
-            assert obs.shape == (2, 4, 84, 84)
+            assert ids.tolist() in ([0, 1], [2, 3]) and obs.shape == (2, 4, 84, 84)
             assert envs.action_space.nvec.tolist() == [envs.num_actions[i] for i in ids]
-            if ids[0] == 2:  # reset one breakout env of the held batch
+            if t % 5 == 4:  # reset the second env of the held batch, with its own seed
                 mask = np.zeros(4, bool)
                 mask[ids[1]] = True
-                obs, info = envs.reset(seed=[None, None, None, 50] if ids[1] == 3 else [None, None, 50, None],
-                                       options={"reset_mask": mask})
+                seeds = [None] * 4
+                seeds[ids[1]] = 50 + t
+                obs, info = envs.reset(seed=seeds, options={"reset_mask": mask})
                 assert info["env_id"].tolist() == ids.tolist()
-                with shoal.AtariVectorEnv(games=["breakout"], backend="serial") as fresh:
-                    fresh_obs, _ = fresh.reset(seed=50)
+                with shoal.AtariVectorEnv(games=[games[ids[1]]], backend="serial") as fresh:
+                    fresh_obs, _ = fresh.reset(seed=50 + t)
                 np.testing.assert_array_equal(obs[1], fresh_obs[0])
             obs, reward, term, trunc, info = envs.step(envs.action_space.sample())
-        assert seen == {0, 1, 2, 3}
 
 
 # -- emulator state -------------------------------------------------------------------------------------------------

@@ -34,24 +34,30 @@ MIXED = ["pong", "breakout", "space_invaders"]
 # -- stepping loops ------------------------------------------------------------------------------------------------
 
 
+def timed(step: Callable[[], int], seconds: float, warmup: int = 20) -> float:
+    """Env steps per second of ``step()`` (which returns how many env steps it made), after ``warmup`` calls."""
+    for _ in range(warmup):
+        step()
+    steps, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        steps += step()
+    return steps / (time.perf_counter() - start)
+
+
 def run_vector(envs, seconds: float) -> float:
     """Steps/s of any vector env with send/recv-style stepping (sync or first-N-of-M async)."""
     rng = np.random.default_rng(0)
     nvec = np.asarray(getattr(envs, "num_actions", None) or [envs.single_action_space.n] * envs.num_envs)
     _, info = envs.reset(seed=0)
-    batch = len(info["env_id"]) if "env_id" in info else envs.num_envs
-    ids = info.get("env_id", np.arange(envs.num_envs))
-    steps, start = 0, None
-    for t in range(1_000_000):
-        if t == 20:
-            steps, start = 0, time.perf_counter()
-        if start is not None and time.perf_counter() - start > seconds:
-            break
-        actions = (rng.random(batch) * nvec[ids]).astype(np.int64)
-        _, _, _, _, info = envs.step(actions)
-        ids = info.get("env_id", ids)
-        steps += batch
-    rate = steps / (time.perf_counter() - start)
+    held = [info.get("env_id", np.arange(envs.num_envs))]  # the batch to act for (async: the last one received)
+
+    def step() -> int:
+        ids = held[0]
+        _, _, _, _, info = envs.step((rng.random(len(ids)) * nvec[ids]).astype(np.int64))
+        held[0] = info.get("env_id", ids)
+        return len(ids)
+
+    rate = timed(step, seconds)
     envs.close()
     return rate
 
@@ -61,18 +67,15 @@ def run_together(pools, seconds: float) -> float:
     rng = np.random.default_rng(0)
     for p in pools:
         p.reset(seed=0)
-    steps, start = 0, None
-    for t in range(1_000_000):
-        if t == 20:
-            steps, start = 0, time.perf_counter()
-        if start is not None and time.perf_counter() - start > seconds:
-            break
+
+    def step() -> int:
         for p in pools:
             p.send((rng.random(p.num_envs) * p.single_action_space.n).astype(np.int64))
         for p in pools:
             p.recv()
-            steps += p.num_envs
-    rate = steps / (time.perf_counter() - start)
+        return sum(p.num_envs for p in pools)
+
+    rate = timed(step, seconds)
     for p in pools:
         p.close()
     return rate

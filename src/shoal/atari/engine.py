@@ -78,7 +78,6 @@ class AtariEngine(Engine):
 
         self._pin(factory.affinity_offset, env_ids)
         config = self.config = factory.config
-        self._ale_py = ale_py
         self.ales = []
         for _ in env_ids:
             ale = ale_py.ALEInterface()
@@ -91,9 +90,8 @@ class AtariEngine(Engine):
         self.action_sets = [factory.action_sets[i] for i in env_ids]
         self._has_fire = [FIRE in a for a in self.action_sets]
         self._lives = np.zeros(len(env_ids), np.int64)
-        self._game_over = np.zeros(len(env_ids), np.bool_)  # the episode really ended (life_loss_info aside)
+        self._game_over = np.zeros(len(env_ids), np.bool_)  # the episode ended: reset next (life_loss_info aside)
         self._frames = FrameStack(buffers.obs[env_ids.start : env_ids.stop], config.grayscale, config.maxpool)
-        self._local = np.arange(len(env_ids), dtype=np.int64)
         extras = buffers.extras
         self._lives_out, self._frame_out = extras["lives"], extras["frame_number"]
         self._episode_frame_out, self._raw_out = extras["episode_frame_number"], extras["raw_reward"]
@@ -147,7 +145,7 @@ class AtariEngine(Engine):
                     ale.reset_game()
             self._lives[local] = ale.lives()
             self._game_over[local] = False
-            self._read_screen(ale, self._frames.screens[local, 0])
+            self._reader(ale)(self._frames.screens[local, 0])
             self._frames.screens[local, 1] = 0
             self._write_info(local, 0.0)
         self._frames.push(local_ids, fill=True)
@@ -167,7 +165,7 @@ class AtariEngine(Engine):
             action = action_ids[j] if config.continuous else self.action_sets[local][action_ids[j]]
             reward, ended, lost_life = self._run_frames(local, action, strengths[j])
             ale, env_id = self.ales[local], first + local
-            now = self.ales[local].lives()
+            now = ale.lives()
             lost_life = lost_life or (config.life_loss_info and now < self._lives[local])
             self._lives[local] = now
             b.terminations[env_id] = lost_life or (ended and ale.game_over(with_truncation=False))
@@ -186,7 +184,7 @@ class AtariEngine(Engine):
         frame's screen, so an ending step shows the screens of the frames before it.
         """
         ale, shown, lives = self.ales[local], self._frames.screens[local], self._lives
-        read = ale.getScreenGrayscale if self.config.grayscale else ale.getScreenRGB
+        read = self._reader(ale)
         frameskip, episodic = self.config.frameskip, self.config.episodic_life
         before_last = frameskip - 2 if self.config.maxpool else -1
         reward = 0
@@ -206,12 +204,14 @@ class AtariEngine(Engine):
                 read(shown[0])
         return reward, False, False
 
-    def _read_screen(self, ale: Any, out: np.ndarray) -> None:
-        (ale.getScreenGrayscale if self.config.grayscale else ale.getScreenRGB)(out)
+    def _reader(self, ale: Any) -> Any:
+        """The ALE method that copies the screen into an array of the observation's kind."""
+        return ale.getScreenGrayscale if self.config.grayscale else ale.getScreenRGB
 
     def _write_info(self, local: int, raw_reward: float) -> None:
+        """Write env ``local``'s info arrays; ``self._lives`` must already hold its lives."""
         env_id, ale = self.env_ids.start + local, self.ales[local]
-        self._lives_out[env_id] = ale.lives()
+        self._lives_out[env_id] = self._lives[local]
         self._frame_out[env_id] = ale.getFrameNumber()
         self._episode_frame_out[env_id] = ale.getEpisodeFrameNumber()
         self._raw_out[env_id] = raw_reward
@@ -229,7 +229,7 @@ class AtariEngine(Engine):
     # -- semantics hooks -------------------------------------------------------------------------------------------
 
     def _episode_over(self, ids: np.ndarray) -> np.ndarray:
-        return self._game_over[ids - self.env_ids.start] | self.buffers.truncations[ids]
+        return self._game_over[ids - self.env_ids.start]  # set on game over, ALE's truncation and episodic lives
 
     def _final_info(self, env_id: int, info: dict) -> dict:
         return {name: self.buffers.extras[name][env_id].item() for name in INFO_ARRAYS}

@@ -496,15 +496,15 @@ class VectorEnv(gymnasium.vector.VectorEnv):
         self._park_in_flight()
         starts = np.array([r.start for r in self.groups])
         group_of = np.searchsorted(starts, ids, side="right") - 1
+        positions = {g: np.flatnonzero(group_of == g) for g in np.unique(group_of).tolist()}
         commands = {}
-        for g in np.unique(group_of).tolist():
-            positions = np.flatnonzero(group_of == g)
-            args = () if values is None else ([values[p] for p in positions.tolist()],)
-            commands[g] = Command(Op.CALL, ids[positions], (name, args, {}))
+        for g, where in positions.items():
+            args = () if values is None else ([values[p] for p in where.tolist()],)
+            commands[g] = Command(Op.CALL, ids[where], (name, args, {}))
         self._transport.dispatch(commands)
         results: list[Any] = [None] * len(ids)
         for g, answer in self._transport.collect(list(commands)):
-            for p, value in zip(np.flatnonzero(group_of == g).tolist(), answer):
+            for p, value in zip(positions[g].tolist(), answer):
                 results[p] = value
         return results
 

@@ -57,8 +57,8 @@ def test_infos_and_reward_clipping():
     with make(["breakout", "space_invaders"], reward_clipping=True) as envs:
         envs.reset(seed=1)
         raw_seen = []
-        for _ in range(150):
-            obs, reward, term, trunc, info = envs.step(envs.action_space.sample())
+        for t in range(150):  # breakout: FIRE; space invaders: alternate FIRE and RIGHT, so aliens get shot
+            obs, reward, term, trunc, info = envs.step(np.array([1, 1 if t % 2 == 0 else 2]))
             np.testing.assert_array_equal(reward, np.clip(info["raw_reward"], -1, 1))
             raw_seen += info["raw_reward"].tolist()
             assert info["env_id"].tolist() == [0, 1]

@@ -21,6 +21,7 @@ from shoal.errors import (
     AlreadyPendingCallError,
     ClosedError,
     ConfigError,
+    MissingDependencyError,
     NoAsyncCallError,
     NotResetError,
     ResetArgumentError,
@@ -28,7 +29,14 @@ from shoal.errors import (
 )
 from shoal.spaces import Layout
 from shoal.vector.buffers import BufferSpec
-from shoal.vector.checks import check_batch, check_reset_mask, check_seeds, check_sequences, is_sequence_batch
+from shoal.vector.checks import (
+    check_batch,
+    check_flat_sequences,
+    check_reset_mask,
+    check_seeds,
+    check_sequences,
+    is_sequence_batch,
+)
 from shoal.vector.engine import Command, Op, Sequences
 from shoal.vector.infos import merge_infos
 from shoal.vector.transport import EngineFactory, Transport
@@ -157,6 +165,7 @@ class VectorEnv(gymnasium.vector.VectorEnv):
         self._sent: list[int] = []
         self._reset_request: tuple[list[int], bool] = ([], False)
         self._used_sequences: set[int] = set()
+        self._torch_handles: set[int] = set()
         self.closed = False
 
     # -- construction ------------------------------------------------------------------------------------------------
@@ -295,26 +304,43 @@ class VectorEnv(gymnasium.vector.VectorEnv):
 
     def send(self, actions: Any, gamma: float | None = None) -> None:
         """Start a step of the batch the caller holds (all envs, or ``info["env_id"]`` of the last batch)."""
+        ids = self._sendable()
+        if is_sequence_batch(self._single_action, actions):
+            values, offsets, discount = check_sequences(
+                self._single_action, actions, len(ids), 1.0 if gamma is None else gamma
+            )
+            self._send_sequences(ids, values, offsets, discount)
+            return
+        batch = check_batch(self._single_action, actions, len(ids), "actions")
+        self._check_env_actions(ids, batch, None)
+        self._action_layout.write(self._buffers.actions, self._rows(ids) if self.is_async else slice(None), batch)
+        self._dispatch_step(ids, {g: Command(Op.STEP, self._group_ids(g)) for g in self._held}, ids)
+
+    def send_sequences(self, values: Any, offsets: Any, gamma: float | None = None) -> None:
+        """:meth:`send` of action sequences given flat: env ``j`` of the batch runs ``values[offsets[j]:offsets[j+1]]``.
+
+        The form the PyTorch ops use (no list of arrays to build); same semantics as a list of arrays.
+        """
+        ids = self._sendable()
+        values, offsets, discount = check_flat_sequences(
+            self._single_action, values, offsets, len(ids), 1.0 if gamma is None else gamma
+        )
+        self._send_sequences(ids, values, offsets, discount)
+
+    def _sendable(self) -> np.ndarray:
         self._check_idle("send")
         if self._held is None:
             raise NotResetError("call reset() before step()/send()")
-        ids = self._held_envs()
-        n = len(ids)
-        if is_sequence_batch(self._single_action, actions):
-            values, offsets, discount = check_sequences(
-                self._single_action, actions, n, 1.0 if gamma is None else gamma
-            )
-            self._check_env_actions(ids, values, offsets)
-            stepping = ids[np.diff(offsets) > 0]
-            starts = np.cumsum([0] + [len(self.groups[g]) for g in self._held])[:-1].tolist()
-            parts = Sequences(values, offsets, discount).split(starts)
-            commands = {g: Command(Op.SEQUENCES, self._group_ids(g), p) for g, p in zip(self._held, parts)}
-        else:
-            batch = check_batch(self._single_action, actions, n, "actions")
-            self._check_env_actions(ids, batch, None)
-            self._action_layout.write(self._buffers.actions, self._rows(ids) if self.is_async else slice(None), batch)
-            stepping = ids
-            commands = {g: Command(Op.STEP, self._group_ids(g)) for g in self._held}
+        return self._held_envs()
+
+    def _send_sequences(self, ids: np.ndarray, values: np.ndarray, offsets: np.ndarray, gamma: float) -> None:
+        self._check_env_actions(ids, values, offsets)
+        starts = np.cumsum([0] + [len(self.groups[g]) for g in self._held])[:-1].tolist()
+        parts = Sequences(values, offsets, gamma).split(starts)
+        commands = {g: Command(Op.SEQUENCES, self._group_ids(g), p) for g, p in zip(self._held, parts)}
+        self._dispatch_step(ids, commands, ids[np.diff(offsets) > 0])
+
+    def _dispatch_step(self, ids: np.ndarray, commands: dict[int, Command], stepping: np.ndarray) -> None:
         if self.autoreset_mode is AutoresetMode.DISABLED:
             ended = stepping[self._buffers.needs_reset[stepping]]
             if len(ended):
@@ -330,23 +356,10 @@ class VectorEnv(gymnasium.vector.VectorEnv):
 
     def recv(self) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]:
         """Wait for the step started by :meth:`send`; in asynchronous mode, the first ``batch_size`` envs to finish."""
-        self._check_waiting(AsyncState.WAITING_STEP, "recv")
-        self._state = AsyncState.DEFAULT
-        if self.is_async:
-            wanted = self.batch_size // len(self.groups[0])
-            answers, self._ready = self._ready[:wanted], self._ready[wanted:]
-            if len(answers) < wanted:
-                answers += self._transport.collect_any(wanted - len(answers))
-            self._held = [g for g, _ in answers]
-            ids = self._held_envs()
-            rows: Any = self._rows(ids)
-            self._on_batch(ids)
-        else:
-            answers = self._transport.collect(self._sent)
-            ids, rows = None, slice(None)
+        answers, ids, rows = self._receive()
         b = self._buffers
         infos = self._infos(answers, ids)
-        if any(g in self._used_sequences for g, _ in answers):
+        if self._sequenced(answers):
             infos["steps_taken"] = b.steps_taken[rows].copy()
         return (
             self._observations(rows),
@@ -355,6 +368,27 @@ class VectorEnv(gymnasium.vector.VectorEnv):
             b.truncations[rows].copy(),
             infos,
         )
+
+    def _receive(self) -> tuple[list[tuple[int, Any]], np.ndarray | None, Any]:
+        """Wait for a sent step: the answers, the env ids of the batch (None: all, in order) and its buffer rows.
+
+        The results stay in the shared buffers (rows ``rows``) until the next :meth:`send`.
+        """
+        self._check_waiting(AsyncState.WAITING_STEP, "recv")
+        self._state = AsyncState.DEFAULT
+        if not self.is_async:
+            return self._transport.collect(self._sent), None, slice(None)
+        wanted = self.batch_size // len(self.groups[0])
+        answers, self._ready = self._ready[:wanted], self._ready[wanted:]
+        if len(answers) < wanted:
+            answers += self._transport.collect_any(wanted - len(answers))
+        self._held = [g for g, _ in answers]
+        ids = self._held_envs()
+        self._on_batch(ids)
+        return answers, ids, self._rows(ids)
+
+    def _sequenced(self, answers: list[tuple[int, Any]]) -> bool:
+        return any(g in self._used_sequences for g, _ in answers)
 
     step_async = send
     step_wait = recv
@@ -416,9 +450,46 @@ class VectorEnv(gymnasium.vector.VectorEnv):
         """A flat observation batch (``flatten=True``) back in Gymnasium shape, as views without a copy."""
         return self._obs_layout.unflatten(flat)
 
+    # -- PyTorch ------------------------------------------------------------------------------------------------------
+
+    def torch(self, device: Any = "cpu") -> tuple:
+        """PyTorch custom ops over this env: ``handle, send, step, recv, get_last_info, unregister``.
+
+        ``send(handle, actions)`` returns at once (run the model meanwhile); ``recv(handle)`` returns ``(obs,
+        reward, terminated, truncated, steps_taken)`` as tensors on ``device``, written into buffers allocated
+        once and reused only when nothing holds them any more (a returned tensor never changes under its holder);
+        ``step`` is both. Action sequences go flat: ``send(handle, values, offsets, gamma)``. The ops compile with
+        ``torch.compile(fullgraph=True)``. See :mod:`shoal.torch_ops`. Reset with :meth:`reset` first.
+
+        Example:
+            >>> import torch, shoal
+            >>> envs = shoal.AtariVectorEnv(game="pong", num_envs=2, backend="serial")
+            >>> _ = envs.reset(seed=0)
+            >>> handle, send, step, recv, get_last_info, unregister = envs.torch()
+            >>> obs, reward, terminated, truncated, steps_taken = step(handle, torch.zeros(2, dtype=torch.int64))
+            >>> obs.shape, get_last_info(handle)["lives"].tolist()
+            (torch.Size([2, 4, 84, 84]), [0, 0])
+            >>> envs.close()
+        """
+        try:
+            from shoal import torch_ops
+        except ImportError as exc:
+            if exc.name != "torch":
+                raise
+            raise MissingDependencyError(
+                'envs.torch() needs PyTorch, which is not installed: pip install "shoal[torch]"'
+            ) from exc
+        self._check_idle("torch")
+        return torch_ops.register(self, device)
+
     # -- closing -----------------------------------------------------------------------------------------------------
 
     def close_extras(self, **kwargs: Any) -> None:
+        if getattr(self, "_torch_handles", None):
+            from shoal.torch_ops import unregister
+
+            for handle in list(self._torch_handles):
+                unregister(handle)
         transport = getattr(self, "_transport", None)
         if transport is not None:
             transport.close()

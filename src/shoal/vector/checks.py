@@ -117,12 +117,10 @@ def is_sequence_batch(space: spaces.Space, actions: Any) -> bool:
 
 def check_sequences(space: spaces.Space, sequences: Any, n: int, gamma: Any) -> tuple[np.ndarray, np.ndarray, float]:
     """Per-env sequences as ``(values, offsets, gamma)``: env ``j`` runs ``values[offsets[j]:offsets[j + 1]]``."""
-    if not isinstance(space, (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)):
-        raise ActionError(f"action sequences need an array action space (Box, Discrete, ...), got {space}")
+    _check_sequence_space(space)
     if len(sequences) != n:
         raise ActionError(f"expected one action sequence per env ({n}), got {len(sequences)}")
-    if isinstance(gamma, bool) or not isinstance(gamma, (int, float, np.floating, np.integer)) or not 0.0 <= gamma <= 1.0:
-        raise ActionError(f"gamma must be a number in [0, 1], got {gamma!r}")
+    gamma = _check_gamma(gamma)
     parts = []
     for j, seq in enumerate(sequences):
         if not isinstance(seq, np.ndarray):
@@ -136,7 +134,36 @@ def check_sequences(space: spaces.Space, sequences: Any, n: int, gamma: Any) -> 
     offsets = np.zeros(n + 1, dtype=np.int64)
     offsets[1:] = np.cumsum([len(p) for p in parts])
     values = np.concatenate(parts).astype(space.dtype, copy=False) if offsets[-1] else np.zeros((0, *space.shape), space.dtype)
-    return values, offsets, float(gamma)
+    return values, offsets, gamma
+
+
+def check_flat_sequences(
+    space: spaces.Space, values: Any, offsets: Any, n: int, gamma: Any
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """Sequences given flat, ``values`` plus ``n + 1`` non-decreasing ``offsets`` from 0 to ``len(values)``."""
+    _check_sequence_space(space)
+    gamma = _check_gamma(gamma)
+    offsets = _as_array(offsets, "sequence offsets")
+    _check_integers(offsets, "sequence offsets")
+    _check_shape(offsets, (n + 1,), "sequence offsets (one more than the envs of the batch)")
+    values = _as_array(values, "sequence values")
+    if offsets[0] != 0 or offsets[-1] != len(values) or (np.diff(offsets) < 0).any():
+        raise ActionError(
+            f"sequence offsets must rise from 0 to len(values)={len(values)} without decreasing, got {offsets.tolist()}"
+        )
+    values = check_batch(space, values, len(values), "sequence values")
+    return values.astype(space.dtype, copy=False), offsets.astype(np.int64, copy=False), gamma
+
+
+def _check_sequence_space(space: spaces.Space) -> None:
+    if not isinstance(space, (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)):
+        raise ActionError(f"action sequences need an array action space (Box, Discrete, ...), got {space}")
+
+
+def _check_gamma(gamma: Any) -> float:
+    if isinstance(gamma, bool) or not isinstance(gamma, (int, float, np.floating, np.integer)) or not 0.0 <= gamma <= 1.0:
+        raise ActionError(f"gamma must be a number in [0, 1], got {gamma!r}")
+    return float(gamma)
 
 
 def check_seeds(seed: Any, n: int) -> list[int | None]:

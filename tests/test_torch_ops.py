@@ -1,0 +1,295 @@
+"""envs.torch(): the PyTorch custom ops against the numpy path, under torch.compile, and their buffer lifetimes."""
+
+import gc
+import subprocess
+import sys
+import textwrap
+import tracemalloc
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import shoal  # noqa: E402
+from shoal.errors import ActionError, ClosedError, ConfigError, NoAsyncCallError  # noqa: E402
+
+MIXED = ["pong", "breakout", "space_invaders", "ms_pacman"]
+
+
+def atari(**kwargs):
+    kwargs.setdefault("backend", "serial")
+    return shoal.AtariVectorEnv(games=kwargs.pop("games", MIXED), **kwargs)
+
+
+def assert_tensors_equal_numpy(tensors, arrays):
+    for name, tensor, array in zip(("obs", "reward", "terminated", "truncated"), tensors, arrays):
+        expected = torch.from_numpy(np.ascontiguousarray(array))
+        assert tensor.dtype == expected.dtype and torch.equal(tensor, expected), name
+
+
+def random_actions(envs, steps, seed):
+    rng = np.random.default_rng(seed)
+    return [rng.integers(0, envs.num_actions) for _ in range(steps)]
+
+
+# -- equal to the numpy path ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("backend", ["serial", "multiprocessing"])
+def test_ops_equal_the_numpy_path_step_for_step(backend):
+    with atari(backend=backend, num_workers=2) as ops_envs, atari() as np_envs:
+        ops_envs.reset(seed=5)
+        np_envs.reset(seed=5)
+        handle, send, step, recv, get_last_info, unregister = ops_envs.torch()
+        for t, actions in enumerate(random_actions(np_envs, 120, seed=1)):
+            expected = np_envs.step(actions)
+            if t % 2:
+                got = step(handle, torch.from_numpy(actions))
+            else:
+                send(handle, torch.from_numpy(actions))
+                got = recv(handle)
+            assert_tensors_equal_numpy(got[:4], expected[:4])
+            assert got[4].tolist() == [1] * 4
+            info = get_last_info(handle)
+            for name in ("env_id", "lives", "frame_number", "episode_frame_number", "raw_reward"):
+                assert torch.equal(info[name], torch.from_numpy(expected[4][name])), name
+
+
+def test_sequences_through_the_ops_equal_lists_of_arrays():
+    rng = np.random.default_rng(3)
+    with atari() as ops_envs, atari() as np_envs:
+        ops_envs.reset(seed=2)
+        np_envs.reset(seed=2)
+        handle, send, step, recv, get_last_info, unregister = ops_envs.torch()
+        for _ in range(25):
+            seqs = [rng.integers(0, n, size=rng.integers(0, 6)) for n in np_envs.num_actions]
+            expected = np_envs.step(seqs, gamma=0.9)
+            offsets = torch.tensor(np.cumsum([0] + [len(s) for s in seqs]))
+            got = step(handle, torch.from_numpy(np.concatenate(seqs)), offsets, 0.9)
+            assert_tensors_equal_numpy(got[:4], expected[:4])
+            assert got[4].tolist() == expected[4]["steps_taken"].tolist()
+
+
+def test_generic_env_with_flattened_dict_observations():
+    def make(**kwargs):
+        return shoal.make("CartPole-v1", 3, backend="serial", **kwargs)
+
+    with make() as ops_envs, make() as np_envs:
+        ops_envs.reset(seed=0)
+        np_envs.reset(seed=0)
+        handle, send, step, recv, _, _ = ops_envs.torch()
+        for t in range(60):
+            actions = np.array([t % 2, (t // 3) % 2, 1])
+            assert_tensors_equal_numpy(step(handle, torch.from_numpy(actions))[:4], np_envs.step(actions)[:4])
+
+
+def test_async_batches_through_the_ops():
+    # The serial backend answers first-in first-out, so two async envs give the same batches in the same order.
+    def make():
+        return atari(batch_size=2, num_workers=2)
+
+    with make() as ops_envs, make() as np_envs:
+        ops_envs.reset(seed=9)
+        obs, info = np_envs.reset(seed=9)
+        handle, send, step, recv, get_last_info, unregister = ops_envs.torch()
+        rng = np.random.default_rng(0)
+        seen = set()
+        for _ in range(40):
+            ids = info["env_id"]
+            actions = rng.integers(0, np.asarray(np_envs.num_actions)[ids])
+            *expected, info = np_envs.step(actions)
+            send(handle, torch.from_numpy(actions))
+            got = recv(handle)
+            assert_tensors_equal_numpy(got[:4], expected)
+            assert get_last_info(handle)["env_id"].tolist() == info["env_id"].tolist()
+            seen.add(tuple(info["env_id"].tolist()))
+        assert seen == {(0, 1), (2, 3)}
+
+
+def test_async_batches_on_worker_processes_carry_their_env_ids():
+    with atari(games=["pong"] * 4, backend="multiprocessing", num_workers=4, batch_size=2) as envs:
+        envs.reset(seed=0)
+        handle, send, step, recv, get_last_info, unregister = envs.torch()
+        for t in range(30):
+            obs, reward, term, trunc, steps = step(handle, torch.full((2,), t % 6))
+            ids = get_last_info(handle)["env_id"]
+            assert obs.shape == (2, 4, 84, 84) and len(set(ids.tolist())) == 2
+            frames = get_last_info(handle)["frame_number"]
+            assert (frames > 0).all()
+
+
+# -- buffer lifetimes and allocation -------------------------------------------------------------------------------
+
+
+def test_held_tensors_never_change_and_released_ones_are_reused():
+    with atari(games=["breakout", "pong"]) as envs:
+        envs.reset(seed=1)
+        handle, send, step, recv, get_last_info, _ = envs.torch()
+        pool = shoal.torch_ops.handle_of(handle).pool
+        actions = torch.tensor([1, 2])
+        held = []  # (tensor as returned, its clone at the time)
+        for _ in range(6):
+            obs, reward, *_ = step(handle, actions)
+            held.append((obs, obs.clone(), reward, reward.clone()))
+        for obs, obs_then, reward, reward_then in held:
+            assert torch.equal(obs, obs_then) and torch.equal(reward, reward_then)
+        assert len({obs.data_ptr() for obs, *_ in held}) == 6 and len(pool) == 6
+        view, view_then = held[2][0][1], held[2][1][1]  # a view of one obs keeps its whole set held
+        kept_ptr = held[2][0].data_ptr()
+        released = {obs.data_ptr() for obs, *_ in held} - {kept_ptr}
+        del held, obs, reward
+        for _ in range(20):
+            obs, *_ = step(handle, actions)
+            assert obs.data_ptr() in released  # released sets are reused, the held one is not
+        assert len(pool) == 6 and torch.equal(view, view_then)
+
+
+def test_no_allocation_per_step_in_the_op_path():
+    with atari(games=["breakout"] * 4) as envs:
+        envs.reset(seed=0)
+        handle, send, step, recv, get_last_info, _ = envs.torch()
+        actions = torch.ones(4, dtype=torch.int64)
+        for _ in range(10):  # warm up any lazily built caches
+            step(handle, actions)
+        pointers = np.zeros(1000, np.int64)  # the test's own records, allocated before tracing starts
+        growth = np.zeros(1000, np.int64)
+        hot = np.zeros(1000, np.bool_)  # no episode end this step or the last (no autoreset): the hot path
+        ended_before = False
+        tracemalloc.start()
+        try:
+            for t in range(1000):
+                before = tracemalloc.get_traced_memory()[0]
+                tracemalloc.reset_peak()
+                obs, reward, term, trunc, steps = step(handle, actions)
+                growth[t] = tracemalloc.get_traced_memory()[1] - before
+                pointers[t] = obs.data_ptr()
+                ended = bool((term | trunc).any())
+                hot[t] = not ended and not ended_before
+                ended_before = ended
+            gc.collect()  # torch's op dispatch leaves small reference cycles behind; they are garbage, not leaks
+            leaked = tracemalloc.get_traced_memory()[0]
+        finally:
+            tracemalloc.stop()
+        frame_batch = 4 * 4 * 84 * 84
+        # numpy copies of a batch would show here (tracemalloc sees numpy's buffers); torch's are the pointers below
+        assert hot.sum() > 900 and growth[hot].max() < frame_batch // 16, f"a step allocated {growth[hot].max()} bytes"
+        assert leaked < 4096
+        assert len(set(pointers.tolist())) == 2
+
+
+# -- torch.compile -----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")  # inductor's own
+def test_compiled_agent_and_env_loop_equals_eager():
+    torch.manual_seed(0)
+    weights = torch.randn(4, 6)
+
+    def run(loop):
+        with atari(games=["pong", "pong"]) as envs:
+            obs, _ = envs.reset(seed=4)
+            handle, send, step, recv, get_last_info, unregister = envs.torch()
+            return loop(handle, send, recv, get_last_info, torch.from_numpy(obs), weights)
+
+    def loop(handle, send, recv, get_last_info, obs, weights):
+        # The previous observation is kept across the next recv: the ring must not overwrite it.
+        prev, total, motion = obs, torch.zeros(2), torch.zeros(2)
+        frames = torch.zeros(2, dtype=torch.int64)
+        for _ in range(12):
+            logits = obs.float().mean(dim=(2, 3)) @ weights
+            send(handle, logits.argmax(dim=1))
+            obs, reward, terminated, truncated, steps = recv(handle)
+            motion = motion + (obs.float() - prev.float()).abs().sum(dim=(1, 2, 3))
+            total = total + reward
+            prev = obs
+            frames = get_last_info(handle)["frame_number"]
+        return total, motion, frames
+
+    eager = run(loop)
+    compiled = run(torch.compile(loop, fullgraph=True))
+    for a, b in zip(eager, compiled):
+        assert torch.equal(a, b)
+    assert (eager[1] > 0).all()  # the screens moved
+    assert eager[2].tolist() == compiled[2].tolist() and (eager[2] >= 12 * 4).all()  # every send ran
+
+
+# -- errors and lifecycle ----------------------------------------------------------------------------------------
+
+
+def test_unregistered_or_closed_handles_are_refused():
+    with atari(games=["pong"]) as envs:
+        envs.reset(seed=0)
+        handle, send, step, recv, get_last_info, unregister = envs.torch()
+        step(handle, torch.zeros(1, dtype=torch.int64))
+        unregister(handle)
+        with pytest.raises(ClosedError, match=f"torch handle {handle} is not registered"):
+            step(handle, torch.zeros(1, dtype=torch.int64))
+        with pytest.raises(ClosedError, match="not registered"):
+            unregister(handle)
+        second = envs.torch()[0]
+    with pytest.raises(ClosedError, match=f"torch handle {second} is not registered"):
+        recv(second)
+
+
+def test_bad_input_through_the_ops():
+    with atari(games=["pong", "breakout"]) as envs:
+        envs.reset(seed=0)
+        handle, send, step, recv, get_last_info, _ = envs.torch()
+        with pytest.raises(NoAsyncCallError, match="no step received yet"):
+            get_last_info(handle)
+        with pytest.raises(ActionError, match="outside the range of env 1"):
+            step(handle, torch.tensor([0, 5]))
+        with pytest.raises(ActionError, match="sequence offsets must rise from 0"):
+            step(handle, torch.tensor([0, 1, 2]), torch.tensor([0, 2, 1]))
+        with pytest.raises(ActionError, match=r"sequence offsets .*expected shape \(3,\)"):
+            step(handle, torch.tensor([0, 1]), torch.tensor([0, 2]))
+        with pytest.raises(ActionError, match="gamma must be a number in"):
+            step(handle, torch.tensor([0, 1]), torch.tensor([0, 1, 2]), 1.5)
+    with shoal.make("Blackjack-v1", 2, backend="serial") as tuple_obs:
+        with pytest.raises(ConfigError, match="flatten=True"):
+            tuple_obs.torch()
+    with shoal.make("Blackjack-v1", 2, backend="serial", flatten=True) as flat:
+        flat.reset(seed=0)
+        handle, send, step, *_ = flat.torch()
+        assert step(handle, torch.zeros(2, dtype=torch.int64))[0].shape == (2, 3)
+
+
+def test_without_torch_import_works_and_torch_says_what_to_install():
+    script = textwrap.dedent(
+        """
+        import sys
+        class NoTorch:
+            def find_spec(self, name, path=None, target=None):
+                if name == "torch" or name.startswith("torch."):
+                    raise ModuleNotFoundError("No module named 'torch'", name="torch")
+        sys.meta_path.insert(0, NoTorch())
+        import shoal
+        envs = shoal.make("CartPole-v1", 2, backend="serial")
+        try:
+            envs.torch()
+        except shoal.errors.MissingDependencyError as exc:
+            print("refused:", exc)
+        envs.close()
+        """
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert 'refused: envs.torch() needs PyTorch, which is not installed: pip install "shoal[torch]"' in result.stdout
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_outputs_land_on_the_device_and_equal_cpu():
+    with atari(games=["pong", "breakout"]) as gpu_envs, atari(games=["pong", "breakout"]) as cpu_envs:
+        gpu_envs.reset(seed=0)
+        cpu_envs.reset(seed=0)
+        gpu = gpu_envs.torch(device="cuda")
+        cpu = cpu_envs.torch()
+        for t in range(20):
+            actions = torch.tensor([t % 6, t % 4])
+            got = gpu[2](gpu[0], actions.cuda())
+            expected = cpu[2](cpu[0], actions)
+            assert got[0].is_cuda
+            for a, b in zip(got, expected):
+                assert torch.equal(a.cpu(), b)

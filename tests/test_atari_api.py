@@ -74,6 +74,8 @@ def test_unknown_rom_lists_the_closest_ids():
         shoal.AtariVectorEnv(games=["pong", "breakuot"])
     with pytest.raises(UnknownGameError, match="'ms_pacman'"):
         shoal.AtariVectorEnv(game="MsPacman", num_envs=2)
+    with pytest.raises(UnknownGameError, match="'combat' is a multi-player ROM"):  # loading it would exit the process
+        shoal.AtariVectorEnv(games=["pong", "combat"])
 
 
 def test_bad_constructor_arguments():

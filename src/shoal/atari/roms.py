@@ -36,12 +36,17 @@ FULL_ACTIONS = tuple(range(18))
 NOOP, FIRE = 0, 1
 
 
+MULTIPLAYER_ONLY = frozenset({"combat", "joust", "maze_craze", "warlords"})
+"""ROMs ale-py ships with no single-player mode: loading one in the ALE ends the process (ale-py's registration
+skips the same four)."""
+
+
 @lru_cache(maxsize=None)
 def game_ids() -> tuple[str, ...]:
-    """Every ROM id ale-py ships, sorted."""
+    """Every single-player ROM id ale-py ships, sorted."""
     from ale_py import roms
 
-    return tuple(sorted(roms.get_all_rom_ids()))
+    return tuple(sorted(set(roms.get_all_rom_ids()) - MULTIPLAYER_ONLY))
 
 
 def check_game(game: object) -> str:
@@ -51,6 +56,10 @@ def check_game(game: object) -> str:
     ids = game_ids()
     if game in ids:
         return game
+    if game in MULTIPLAYER_ONLY:
+        raise UnknownGameError(
+            f"{game!r} is a multi-player ROM with no single-player mode in the ALE (ale-py registers no env for it)"
+        )
     snake = "".join("_" + c.lower() if c.isupper() else c for c in game).lstrip("_").replace("-", "_")
     close = difflib.get_close_matches(snake, ids, n=3, cutoff=0.5)
     hint = f"did you mean {', '.join(repr(c) for c in close)}? " if close else ""

@@ -1,0 +1,326 @@
+"""Sweeps: every game x seed in one multi-ROM vector env, episode returns and human-normalized scores per game.
+
+Each (game, seed) pair is one env, seeded with ``seed`` (so its episodes do not depend on which other pairs share
+the vector env) and with its own random-policy generator. A pair finishes after ``episodes`` episodes (or ``steps``
+agent steps) and is then skipped (an empty action sequence) while the others go on. Its episodes are appended to
+``episodes.csv`` in the output folder the moment it finishes, so an interrupted sweep resumed with ``resume=True``
+runs only the pairs that had not finished.
+
+Evaluation settings are the reference scores' (ale-py defaults: frameskip 4, up to 30 no-op starts, 108,000 frames
+per episode at most) with unclipped rewards and no sticky actions; returns are undiscounted sums of raw rewards.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import time
+import zlib
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from shoal.atari.roms import check_game
+from shoal.bench.scores import human_normalized
+from shoal.errors import ConfigError, MissingDependencyError
+
+EPISODE_FIELDS = ("game", "seed", "episode", "score", "length", "truncated")
+SUMMARY_FIELDS = (
+    "game", "seeds", "episodes", "mean", "median", "std", "mean_length", "human_normalized", "steps_per_second",
+)
+
+Progress = Callable[[float, float], None]
+"""Called with ``(done, total)`` in the sweep's unit (episodes, or agent steps with ``steps=``), a few times a second."""
+
+
+@dataclass(frozen=True)
+class Episode:
+    """One episode of one (game, seed) pair. ``length`` counts agent steps; ``truncated``: cut by a limit."""
+
+    game: str
+    seed: int
+    episode: int
+    score: float
+    length: int
+    truncated: bool
+
+
+@dataclass(frozen=True)
+class GameSummary:
+    """The episodes of one game over all its seeds.
+
+    ``human_normalized`` is the mean of ``(score - random) / (human - random)`` (None without reference scores);
+    ``steps_per_second`` counts this game's agent steps over the sweep's wall time (None when every pair of it was
+    resumed from an earlier run).
+    """
+
+    game: str
+    seeds: int
+    episodes: int
+    mean: float
+    median: float
+    std: float
+    mean_length: float
+    human_normalized: float | None
+    steps_per_second: float | None
+
+
+@dataclass
+class SweepResult:
+    """Every episode, the per-game summaries, and which pairs an earlier run had already finished."""
+
+    episodes: list[Episode]
+    summaries: list[GameSummary]
+    seconds: float
+    resumed: list[tuple[str, int]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def sweep(
+    games: Sequence[str],
+    seeds: int | Sequence[int] = 3,
+    *,
+    episodes: int | None = None,
+    steps: int | None = None,
+    policy: str | Path = "random",
+    out: str | Path | None = None,
+    resume: bool = False,
+    backend: str = "multiprocessing",
+    num_workers: int | None = None,
+    progress: Progress | None = None,
+    **atari: Any,
+) -> SweepResult:
+    """Run every game x seed and summarize per game.
+
+    Args:
+        games: ale-py ROM ids.
+        seeds: how many seeds (0, 1, ...) or the seeds themselves.
+        episodes: episodes per pair; or ``steps``: agent steps per pair (exactly one of the two; default 1 episode).
+        policy: ``"random"`` (uniform over each game's actions), or the path of a TorchScript module (or, named
+            ``*.pt2``, a ``torch.export`` program with a dynamic batch) mapping a uint8 observation batch
+            ``(n, stack, h, w)`` to logits ``(n, k)``; the action is the argmax over the game's own actions
+            (logits beyond its count are masked).
+        out: a folder for ``episodes.csv`` (appended as pairs finish), ``summary.csv``/``summary.json`` and
+            ``sweep.json`` (the settings, checked on resume).
+        resume: skip the pairs ``out/episodes.csv`` already holds.
+        backend, num_workers: shoal's.
+        progress: see :data:`Progress`.
+        atari: further :class:`~shoal.AtariVectorEnv` keywords (``repeat_action_probability``, ``noop_max``, ...).
+    """
+    games = [check_game(g) for g in games]
+    if not games:
+        raise ConfigError("games must name at least one ROM")
+    seed_list = _seeds(seeds)
+    if episodes is not None and steps is not None:
+        raise ConfigError("give episodes or steps, not both")
+    unit, amount = ("steps", steps) if steps is not None else ("episodes", 1 if episodes is None else episodes)
+    if isinstance(amount, bool) or not isinstance(amount, int) or amount < 1:
+        raise ConfigError(f"{unit} must be a positive integer, got {amount!r}")
+    settings = {
+        "unit": unit, "amount": amount, "policy": str(policy), **{k: atari[k] for k in sorted(atari)},
+    }
+    folder = Path(out) if out is not None else None
+    done: list[Episode] = []
+    if resume:
+        if folder is None:
+            raise ConfigError("resume=True needs out= (the folder of the sweep to resume)")
+        done = _load(folder, settings)
+    elif folder is not None and (folder / "episodes.csv").exists():
+        raise ConfigError(f"{folder / 'episodes.csv'} already exists: pass resume=True (--resume) or another folder")
+    finished = {(e.game, e.seed) for e in done}
+    todo = [(g, s) for g in games for s in seed_list if (g, s) not in finished]
+    if folder is not None:
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "sweep.json").write_text(json.dumps(settings, indent=2))
+    start = time.perf_counter()
+    ran, steps_by_game = _run(todo, unit, amount, policy, folder, backend, num_workers, progress, atari) if todo else ([], {})
+    seconds = time.perf_counter() - start
+    wanted = set((g, s) for g in games for s in seed_list)
+    every = [e for e in done if (e.game, e.seed) in wanted] + ran
+    result = SweepResult(
+        episodes=every,
+        summaries=[_summary(g, every, steps_by_game.get(g), seconds) for g in games],
+        seconds=seconds,
+        resumed=sorted(finished & wanted),
+    )
+    if folder is not None:
+        _write_summary(folder, result)
+    return result
+
+
+def _seeds(seeds: int | Sequence[int]) -> list[int]:
+    if isinstance(seeds, (int, np.integer)) and not isinstance(seeds, bool):
+        if seeds < 1:
+            raise ConfigError(f"seeds must be a positive count or a list of seeds, got {seeds}")
+        return list(range(int(seeds)))
+    seed_list = list(seeds)
+    if not seed_list or any(isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 0 for s in seed_list):
+        raise ConfigError(f"seeds must be a positive count or a list of non-negative integers, got {seeds!r}")
+    if len(set(seed_list)) != len(seed_list):
+        raise ConfigError(f"seeds must not repeat, got {seed_list}")
+    return [int(s) for s in seed_list]
+
+
+# -- running -------------------------------------------------------------------------------------------------------
+
+
+def _run(
+    pairs: list[tuple[str, int]],
+    unit: str,
+    amount: int,
+    policy: str | Path,
+    folder: Path | None,
+    backend: str,
+    num_workers: int | None,
+    progress: Progress | None,
+    atari: dict[str, Any],
+) -> tuple[list[Episode], dict[str, int]]:
+    from shoal.atari import AtariVectorEnv
+
+    options = {"reward_clipping": False, **atari, "autoreset_mode": "same_step"}
+    n = len(pairs)
+    episodes: list[Episode] = []
+    with AtariVectorEnv(games=[g for g, _ in pairs], backend=backend, num_workers=num_workers, **options) as envs:
+        act = _policy(policy, envs, pairs)
+        obs, _ = envs.reset(seed=[s for _, s in pairs])
+        returns, lengths, taken = np.zeros(n), np.zeros(n, np.int64), np.zeros(n, np.int64)
+        finished: list[list[Episode]] = [[] for _ in range(n)]
+        active = np.ones(n, np.bool_)
+        total = float(n * amount)
+        last_report = 0.0
+        while active.any():
+            actions = act(obs)
+            if active.all():
+                obs, reward, term, trunc, _ = envs.step(actions)
+            else:  # finished pairs are skipped: an empty sequence does not step its env
+                seqs = [actions[i : i + 1] if active[i] else actions[:0] for i in range(n)]
+                obs, reward, term, trunc, _ = envs.step(seqs)
+            returns[active] += reward[active]
+            lengths[active] += 1
+            taken[active] += 1
+            for i in np.flatnonzero((term | trunc) & active).tolist():
+                finished[i].append(_episode(pairs[i], len(finished[i]), returns[i], lengths[i], bool(trunc[i])))
+                returns[i], lengths[i] = 0.0, 0
+            count = np.array([len(f) for f in finished]) if unit == "episodes" else taken
+            for i in np.flatnonzero(active & (count >= amount)).tolist():
+                active[i] = False
+                if not finished[i]:  # a step budget shorter than the first episode: report it, cut
+                    finished[i].append(_episode(pairs[i], 0, returns[i], lengths[i], True))
+                episodes += finished[i]
+                if folder is not None:
+                    _append(folder, finished[i])
+            now = time.perf_counter()
+            if progress is not None and (now - last_report > 0.2 or not active.any()):
+                progress(float(np.minimum(count, amount).sum()), total)
+                last_report = now
+    steps_by_game: dict[str, int] = {}
+    for (game, _), t in zip(pairs, taken.tolist()):
+        steps_by_game[game] = steps_by_game.get(game, 0) + t
+    return episodes, steps_by_game
+
+
+def _episode(pair: tuple[str, int], index: int, score: float, length: int, truncated: bool) -> Episode:
+    return Episode(pair[0], pair[1], index, float(score), int(length), truncated)
+
+
+def _policy(policy: str | Path, envs: Any, pairs: list[tuple[str, int]]) -> Callable[[np.ndarray], np.ndarray]:
+    counts = np.asarray(envs.num_actions)
+    if str(policy) == "random":
+        rngs = [np.random.default_rng([seed, zlib.crc32(game.encode())]) for game, seed in pairs]
+        return lambda obs: np.array([rng.integers(n) for rng, n in zip(rngs, counts.tolist())], np.int64)
+    try:
+        import torch
+    except ImportError as exc:
+        raise MissingDependencyError('a TorchScript policy needs PyTorch: pip install "shoal[torch]"') from exc
+    path = Path(policy)
+    if not path.is_file():
+        raise ConfigError(f"policy must be 'random' or the path of a TorchScript module; {str(path)!r} is not a file")
+    try:
+        if path.suffix == ".pt2":  # torch.export's format, which supersedes TorchScript
+            module = torch.export.load(str(path)).module()
+        else:
+            module = torch.jit.load(str(path), map_location="cpu").eval()
+    except (RuntimeError, ValueError) as exc:
+        raise ConfigError(
+            f"{path} is neither a TorchScript module (torch.jit.save) nor, named *.pt2, an exported program "
+            f"(torch.export.save): {exc}"
+        ) from exc
+    mask = torch.from_numpy(np.arange(counts.max())[None, :] >= counts[:, None])
+
+    def act(obs: np.ndarray) -> np.ndarray:
+        with torch.inference_mode():
+            logits = module(torch.from_numpy(obs))
+        if logits.ndim != 2 or logits.shape[0] != len(obs) or logits.shape[1] < counts.max():
+            raise ConfigError(
+                f"the policy returned logits of shape {tuple(logits.shape)}; expected ({len(obs)}, k) with k >= "
+                f"{counts.max()} (the most actions of these games)"
+            )
+        logits = logits[:, : counts.max()].masked_fill(mask, float("-inf"))
+        return logits.argmax(dim=1).numpy().astype(np.int64)
+
+    return act
+
+
+# -- results ---------------------------------------------------------------------------------------------------------
+
+
+def _summary(game: str, episodes: list[Episode], steps: int | None, seconds: float) -> GameSummary:
+    mine = [e for e in episodes if e.game == game]
+    scores = np.array([e.score for e in mine])
+    normalized = [human_normalized(game, s) for s in scores.tolist()]
+    return GameSummary(
+        game=game,
+        seeds=len({e.seed for e in mine}),
+        episodes=len(mine),
+        mean=float(scores.mean()),
+        median=float(np.median(scores)),
+        std=float(scores.std()),
+        mean_length=float(np.mean([e.length for e in mine])),
+        human_normalized=None if normalized[0] is None else float(np.mean(normalized)),
+        steps_per_second=None if not steps else steps / seconds,
+    )
+
+
+def _append(folder: Path, episodes: list[Episode]) -> None:
+    path = folder / "episodes.csv"
+    new = not path.exists()
+    with path.open("a", newline="") as f:
+        writer = csv.writer(f)
+        if new:
+            writer.writerow(EPISODE_FIELDS)
+        writer.writerows([[getattr(e, k) for k in EPISODE_FIELDS] for e in episodes])
+
+
+def read_episodes(path: str | Path) -> list[Episode]:
+    """The episodes of an ``episodes.csv`` written by :func:`sweep`."""
+    with Path(path).open(newline="") as f:
+        return [
+            Episode(r["game"], int(r["seed"]), int(r["episode"]), float(r["score"]), int(r["length"]),
+                    r["truncated"] == "True")
+            for r in csv.DictReader(f)
+        ]
+
+
+def _load(folder: Path, settings: dict[str, Any]) -> list[Episode]:
+    stored = folder / "sweep.json"
+    if not stored.exists():
+        return []
+    previous = json.loads(stored.read_text())
+    if previous != json.loads(json.dumps(settings)):
+        raise ConfigError(
+            f"{folder} holds a sweep with other settings ({previous}); resume it with those, or use another folder"
+        )
+    episodes = folder / "episodes.csv"
+    return read_episodes(episodes) if episodes.exists() else []
+
+
+def _write_summary(folder: Path, result: SweepResult) -> None:
+    with (folder / "summary.csv").open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(SUMMARY_FIELDS)
+        writer.writerows([[getattr(s, k) for k in SUMMARY_FIELDS] for s in result.summaries])
+    (folder / "summary.json").write_text(json.dumps(result.to_dict(), indent=2))

@@ -1,0 +1,236 @@
+"""Throughput and latency of shoal and its peers as the number of ROMs grows (the chart of the multi-ROM seed).
+
+Every system steps the same games with the same Atari settings (84x84 gray, stack 4, frameskip 4, max-pool, 30
+no-ops, no sticky actions) and random actions, one after another in one run, so their ratios hold on a noisy machine.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import platform
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from shoal.atari.roms import check_game
+from shoal.errors import ConfigError, MissingDependencyError
+
+DEFAULT_GAMES = ("pong", "breakout", "space_invaders", "ms_pacman", "qbert", "seaquest", "beam_rider", "enduro")
+"""The ROMs a benchmark takes, in order, when it is not given its own."""
+
+SYSTEMS = ("shoal", "shoal-serial", "ale-py", "gymnasium")
+"""What :func:`throughput` can measure: shoal's multiprocessing and serial backends, ale-py's C++
+``AtariVectorEnv`` (one per ROM, stepped together: it runs one game per vector env) and Gymnasium's
+``AsyncVectorEnv`` (one process per env; ``full_action_space=True``, the only way it takes a mix of ROMs)."""
+
+SETTINGS: dict[str, Any] = dict(
+    img_height=84, img_width=84, stack_num=4, frameskip=4, maxpool=True, noop_max=30,
+    repeat_action_probability=0.0, reward_clipping=False, use_fire_reset=False,
+)
+
+Progress = Callable[[str], None]
+"""Called with a description when a measurement starts (a CLI advances its progress bar)."""
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One system stepping ``roms`` ROMs x ``copies`` envs each.
+
+    Attributes:
+        system: one of :data:`SYSTEMS`.
+        roms: how many different ROMs.
+        copies: envs per ROM.
+        num_envs: ``roms * copies``.
+        steps_per_second: env steps per second (a batch step of ``num_envs`` envs counts ``num_envs``).
+        latency_ms: mean wall time of one batch step, milliseconds.
+        latency_p95_ms: its 95th percentile.
+    """
+
+    system: str
+    roms: int
+    copies: int
+    num_envs: int
+    steps_per_second: float
+    latency_ms: float
+    latency_p95_ms: float
+
+
+@dataclass(frozen=True)
+class ThroughputResult:
+    """Every measurement of one run, and where it ran."""
+
+    measurements: list[Measurement]
+    games: list[str]
+    seconds: float
+    machine: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ThroughputResult:
+        return cls(
+            measurements=[Measurement(**m) for m in data["measurements"]],
+            games=list(data["games"]),
+            seconds=float(data["seconds"]),
+            machine=dict(data.get("machine", {})),
+        )
+
+    def ratio(self, system: str, over: str, roms: int) -> float | None:
+        """``system``'s steps/s over ``over``'s at ``roms`` ROMs, or None when either was not measured."""
+        rate = {(m.system, m.roms): m.steps_per_second for m in self.measurements}
+        a, b = rate.get((system, roms)), rate.get((over, roms))
+        return None if a is None or b is None else a / b
+
+
+def machine() -> dict[str, Any]:
+    """What the figures were measured on."""
+    import ale_py
+    import gymnasium
+
+    import shoal
+
+    return {
+        "cpus": os.cpu_count(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "shoal": shoal.__version__,
+        "ale_py": ale_py.__version__,
+        "gymnasium": gymnasium.__version__,
+    }
+
+
+def time_steps(step: Callable[[], int], seconds: float, warmup: int = 10) -> tuple[float, float, float]:
+    """Run ``step()`` (returning how many env steps it made) for ``seconds`` after ``warmup`` calls.
+
+    Returns steps/s, the mean and the 95th percentile of one call's wall time (ms).
+    """
+    for _ in range(warmup):
+        step()
+    durations = []
+    steps, start = 0, time.perf_counter()
+    while (now := time.perf_counter()) - start < seconds:
+        steps += step()
+        durations.append(time.perf_counter() - now)
+    elapsed = time.perf_counter() - start
+    ms = np.asarray(durations) * 1e3
+    return steps / elapsed, float(ms.mean()), float(np.percentile(ms, 95))
+
+
+def throughput(
+    roms: Sequence[int] = (1, 2, 4, 8),
+    copies: int = 2,
+    systems: Sequence[str] = ("shoal", "ale-py", "gymnasium"),
+    seconds: float = 2.0,
+    games: Sequence[str] | None = None,
+    progress: Progress | None = None,
+) -> ThroughputResult:
+    """Measure each of ``systems`` on the first ``r`` of ``games`` x ``copies`` envs, for each ``r`` in ``roms``.
+
+    Systems that are not installed (ale-py's vector env needs ale-py >= 0.10) raise
+    :class:`~shoal.errors.MissingDependencyError`; pass only the ones you have.
+    """
+    games = [check_game(g) for g in (games or DEFAULT_GAMES)]
+    roms = _check_counts("roms", roms, len(games))
+    if isinstance(copies, bool) or not isinstance(copies, int) or copies < 1:
+        raise ConfigError(f"copies must be a positive integer, got {copies!r}")
+    unknown = [s for s in systems if s not in SYSTEMS]
+    if unknown or not systems:
+        raise ConfigError(f"systems must be some of {', '.join(SYSTEMS)}; got {list(systems)}")
+    if not seconds > 0:
+        raise ConfigError(f"seconds must be positive, got {seconds!r}")
+    measurements = []
+    for r in roms:
+        chosen = [g for g in games[:r] for _ in range(copies)]
+        for system in systems:
+            if progress is not None:
+                progress(f"{system}: {r} ROM{'s' * (r > 1)} x {copies}")
+            rate, mean, p95 = _measure(system, chosen, seconds)
+            measurements.append(Measurement(system, r, copies, len(chosen), rate, mean, p95))
+    return ThroughputResult(measurements, list(games[: max(roms)]), seconds, machine())
+
+
+def _check_counts(name: str, counts: Sequence[int], limit: int) -> list[int]:
+    counts = list(counts)
+    if not counts or any(isinstance(c, bool) or not isinstance(c, int) or not 1 <= c <= limit for c in counts):
+        raise ConfigError(f"{name} must be integers between 1 and {limit} (the games available), got {counts}")
+    return counts
+
+
+def _measure(system: str, games: list[str], seconds: float) -> tuple[float, float, float]:
+    with contextlib.ExitStack() as opened:
+        return time_steps(_stepper(system, games, opened), seconds)
+
+
+def _stepper(system: str, games: list[str], opened: contextlib.ExitStack) -> Callable[[], int]:
+    """A ``step()`` of ``system`` over ``games`` with random actions; what it opens closes with ``opened``."""
+    rng = np.random.default_rng(0)
+    n = len(games)
+    if system in ("shoal", "shoal-serial"):
+        from shoal.atari import AtariVectorEnv
+
+        backend = "multiprocessing" if system == "shoal" else "serial"
+        envs = opened.enter_context(AtariVectorEnv(games=games, backend=backend, **SETTINGS))
+        envs.reset(seed=0)
+        counts = np.asarray(envs.num_actions)
+
+        def step() -> int:
+            envs.step((rng.random(n) * counts).astype(np.int64))
+            return n
+
+        return step
+    if system == "ale-py":
+        pools = []
+        for game in dict.fromkeys(games):
+            pool = _ale_vector_env(game, games.count(game))
+            opened.callback(pool.close)
+            pool.reset(seed=0)
+            pools.append(pool)
+
+        def step() -> int:
+            for pool in pools:  # all sent before any is received: the pools step at the same time
+                pool.send((rng.random(pool.num_envs) * pool.single_action_space.n).astype(np.int64))
+            for pool in pools:
+                pool.recv()
+            return n
+
+        return step
+    envs = _gymnasium_async(games)
+    opened.callback(envs.close)
+    envs.reset(seed=0)
+
+    def step() -> int:
+        envs.step(rng.integers(0, 18, n))
+        return n
+
+    return step
+
+
+def _ale_vector_env(game: str, num_envs: int) -> Any:
+    try:
+        from ale_py.vector_env import AtariVectorEnv
+    except ImportError as exc:
+        raise MissingDependencyError(
+            "measuring ale-py's AtariVectorEnv needs ale-py >= 0.10 built with its vector env; leave 'ale-py' out "
+            "of systems"
+        ) from exc
+    return AtariVectorEnv(game, num_envs, **SETTINGS)
+
+
+def _gymnasium_async(games: list[str]) -> Any:
+    import gymnasium as gym
+    from ale_py.env import AtariEnv
+    from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
+
+    def make(game: str) -> Callable[[], gym.Env]:
+        def thunk() -> gym.Env:
+            env = AtariEnv(game, obs_type="grayscale", frameskip=1, repeat_action_probability=0.0,
+                           full_action_space=True)
+            return FrameStackObservation(AtariPreprocessing(env, noop_max=30, frame_skip=4), 4)
+
+        return thunk
+
+    return gym.vector.AsyncVectorEnv([make(g) for g in games])

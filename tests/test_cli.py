@@ -1,0 +1,235 @@
+"""The shoal command, run in-process with tiny budgets, and the shoal.bench functions behind it."""
+
+import csv
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import psutil
+import pytest
+from ale_py import roms
+from ale_py.env import AtariEnv
+from matplotlib.image import imread
+
+from shoal.bench import (
+    ThroughputResult,
+    autotune,
+    read_episodes,
+    reference_scores,
+    sweep,
+)
+from shoal.bench.sweep import _policy
+from shoal.cli import main
+from shoal.cli.charts import throughput_chart
+from shoal.errors import ConfigError
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+# -- games -----------------------------------------------------------------------------------------------------------
+
+
+def test_games_lists_every_single_player_rom_and_caches_the_table(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    code, out, _ = run(capsys, "games", "--json")
+    assert code == 0
+    listed = {g["id"]: g for g in json.loads(out)}
+    assert set(listed) == set(roms.get_all_rom_ids()) - {"combat", "joust", "maze_craze", "warlords"}
+    for game in ("pong", "breakout", "ms_pacman"):
+        assert listed[game]["num_actions"] == AtariEnv(game).action_space.n
+    assert listed["breakout"]["modes"] == [int(m) for m in AtariEnv("breakout").ale.getAvailableModes()]
+    assert list(tmp_path.glob("shoal/games-*.json"))
+    code, again, _ = run(capsys, "games", "--json")  # from the cache this time
+    assert json.loads(again) == json.loads(out)
+    code, table, _ = run(capsys, "games")
+    assert code == 0 and "space_invaders" in table and "104 single-player ROMs" in table
+
+
+# -- bench -----------------------------------------------------------------------------------------------------------
+
+
+def test_bench_writes_a_table_json_csv_and_a_chart(capsys, tmp_path):
+    code, out, _ = run(
+        capsys, "bench", "--roms", "1,2", "--copies", "1", "--seconds", "0.2", "--systems", "shoal,ale-py",
+        "--out", str(tmp_path),
+    )
+    assert code == 0 and "shoal / ale-py: 1 ROM" in out
+    result = ThroughputResult.from_dict(json.loads((tmp_path / "bench.json").read_text()))
+    assert [(m.system, m.roms, m.num_envs) for m in result.measurements] == [
+        ("shoal", 1, 1), ("ale-py", 1, 1), ("shoal", 2, 2), ("ale-py", 2, 2)
+    ]
+    assert all(m.steps_per_second > 0 and m.latency_p95_ms >= m.latency_ms * 0.5 for m in result.measurements)
+    assert result.to_dict() == json.loads((tmp_path / "bench.json").read_text())  # round trip
+    with (tmp_path / "bench.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert [float(r["steps_per_second"]) for r in rows] == [m.steps_per_second for m in result.measurements]
+    image = imread(tmp_path / "bench.png")
+    assert image.ndim == 3 and image.shape[0] > 100 and image.shape[1] > 100
+    figure = throughput_chart(result, tmp_path / "again.png")
+    axes = figure.axes[0]
+    assert [t.get_text() for t in axes.get_legend().get_texts()] == ["shoal (multiprocessing)", "ale-py AtariVectorEnv"]
+    assert [list(line.get_xdata()) for line in axes.get_lines()] == [
+        [m.steps_per_second for m in result.measurements if m.system == s] for s in ("shoal", "ale-py")
+    ]
+
+
+# -- sweep -----------------------------------------------------------------------------------------------------------
+
+
+def test_sweep_summaries_follow_from_the_episodes(capsys, tmp_path):
+    code, out, _ = run(
+        capsys, "sweep", "--games", "pong,breakout", "--seeds", "2", "--steps", "40", "--backend", "serial",
+        "--out", str(tmp_path),
+    )
+    assert code == 0 and "breakout" in out
+    episodes = read_episodes(tmp_path / "episodes.csv")
+    assert sorted((e.game, e.seed) for e in episodes) == [("breakout", 0), ("breakout", 1), ("pong", 0), ("pong", 1)]
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    ref = reference_scores()["breakout"]
+    scores = [e.score for e in episodes if e.game == "breakout"]
+    breakout = next(s for s in summary["summaries"] if s["game"] == "breakout")
+    assert breakout["mean"] == pytest.approx(np.mean(scores))
+    assert breakout["human_normalized"] == pytest.approx(np.mean([(s - ref.random) / (ref.human - ref.random) for s in scores]))
+    assert imread(tmp_path / "scores.png").ndim == 3
+    with (tmp_path / "summary.csv").open() as f:
+        assert [r["game"] for r in csv.DictReader(f)] == ["pong", "breakout"]
+
+
+def test_interrupted_sweep_resumes_where_it_stopped_and_matches_an_uninterrupted_one(tmp_path):
+    games, kwargs = ["breakout", "pong"], dict(seeds=1, episodes=1, backend="serial")
+    full = sweep(games, **kwargs)
+
+    def interrupt_once_breakout_is_done(done, total):
+        if done >= 1:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        sweep(games, out=tmp_path, progress=interrupt_once_breakout_is_done, **kwargs)
+    saved = read_episodes(tmp_path / "episodes.csv")
+    assert [e.game for e in saved] == ["breakout"]  # written the moment its pair finished
+    totals = []
+    resumed = sweep(games, out=tmp_path, resume=True, progress=lambda done, total: totals.append(total), **kwargs)
+    assert resumed.resumed == [("breakout", 0)] and set(totals) == {1.0}  # only pong ran
+    assert resumed.episodes == full.episodes or sorted(resumed.episodes, key=str) == sorted(full.episodes, key=str)
+    assert read_episodes(tmp_path / "episodes.csv") == resumed.episodes
+    with pytest.raises(ConfigError, match="other settings"):
+        sweep(games, out=tmp_path, resume=True, seeds=1, episodes=2, backend="serial")
+    with pytest.raises(ConfigError, match="already exists: pass resume=True"):
+        sweep(games, out=tmp_path, **kwargs)
+
+
+class Prefers17:
+    """A policy whose logits rise with the action index: its argmax is each game's highest legal action."""
+
+    @staticmethod
+    def module(torch):
+        class Prefers17(torch.nn.Module):
+            def forward(self, obs: torch.Tensor) -> torch.Tensor:
+                return torch.arange(18, dtype=torch.float32).expand(obs.shape[0], 18) + obs.sum() * 0
+
+        return Prefers17()
+
+
+@pytest.mark.filterwarnings("ignore:`torch.jit.:DeprecationWarning")  # TorchScript is deprecated in torch 2.13
+@pytest.mark.parametrize("form", ["torchscript", "export"])
+def test_policy_file_masks_actions_beyond_each_games_count(tmp_path, form):
+    torch = pytest.importorskip("torch")
+    import shoal
+
+    module = Prefers17.module(torch)
+    if form == "torchscript":
+        path = tmp_path / "policy.pt"
+        torch.jit.save(torch.jit.script(module), str(path))
+    else:
+        path = tmp_path / "policy.pt2"
+        example = (torch.zeros(2, 4, 84, 84, dtype=torch.uint8),)
+        torch.export.save(torch.export.export(module, example, dynamic_shapes=({0: torch.export.Dim("n")},)), path)
+    with shoal.AtariVectorEnv(games=["breakout", "pong", "ms_pacman"], backend="serial") as envs:
+        obs, _ = envs.reset(seed=0)
+        act = _policy(path, envs, [("breakout", 0), ("pong", 0), ("ms_pacman", 0)])
+        assert act(obs).tolist() == [3, 5, 8]
+    result = sweep(["breakout", "pong"], seeds=1, steps=5, policy=path, backend="serial")
+    assert [s.episodes for s in result.summaries] == [1, 1]
+
+    class TooFew(torch.nn.Module):
+        def forward(self, obs: torch.Tensor) -> torch.Tensor:
+            return torch.zeros(obs.shape[0], 4)
+
+    torch.jit.save(torch.jit.script(TooFew()), str(tmp_path / "few.pt"))
+    with pytest.raises(ConfigError, match=r"expected \(2, k\) with k >= 6"):
+        sweep(["breakout", "pong"], seeds=1, steps=5, policy=tmp_path / "few.pt", backend="serial")
+
+
+# -- autotune ----------------------------------------------------------------------------------------------------------
+
+
+def test_autotune_ranks_configurations_and_its_snippet_builds_the_best(capsys):
+    result = autotune(env_id="CartPole-v1", num_envs=4, budget=3.0, seconds=0.2)
+    rates = [t.steps_per_second for t in result.trials]
+    assert rates == sorted(rates, reverse=True) and len(rates) >= 2
+    namespace = {}
+    exec(result.snippet(), namespace)
+    with namespace["envs"] as envs:
+        assert envs.num_envs == 4 and envs.backend == result.best.config.backend
+    code, out, _ = run(capsys, "autotune", "--games", "pong,pong", "--budget", "1", "--seconds", "0.2")
+    assert code == 0 and "shoal.AtariVectorEnv(games=['pong', 'pong']" in out
+
+
+# -- errors, help, interruption ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["bench", "--roms", "x"], "expected comma-separated integers, got 'x'"),
+        (["bench", "--systems", "envpool"], "systems must be some of shoal, shoal-serial, ale-py, gymnasium"),
+        (["bench", "--roms", "9"], "roms must be integers between 1 and 8"),
+        (["sweep", "--games", "breakuot"], "unknown ROM id 'breakuot': did you mean 'breakout'"),
+        (["sweep", "--games", "pong", "--episodes", "1", "--steps", "2"], "not allowed with argument"),
+        (["sweep", "--games", "pong", "--policy", "missing.pt"], "is not a file"),
+        (["sweep", "--games", "pong", "--seeds", "0"], "expected a positive number, got 0"),
+        (["autotune"], "one of the arguments --games --env is required"),
+        (["autotune", "--env", "NoSuchEnv-v9", "--budget", "1"], "NoSuchEnv"),
+        (["frobnicate"], "invalid choice: 'frobnicate'"),
+    ],
+)
+def test_bad_arguments_give_one_line_errors(capsys, tmp_path, monkeypatch, argv, message):
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run(capsys, *argv)
+    assert code == 2
+    assert message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+@pytest.mark.parametrize("command", ["games", "bench", "sweep", "autotune"])
+def test_every_command_has_help_with_examples(capsys, command):
+    with pytest.raises(SystemExit) as exit_info:
+        main([command, "--help"])
+    assert exit_info.value.code == 0
+    assert f"shoal {command}" in capsys.readouterr().out.split("examples:")[1]
+
+
+def test_ctrl_c_ends_a_sweep_cleanly_with_no_stray_processes(tmp_path):
+    out = tmp_path / "interrupted-sweep"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "shoal", "sweep", "--games", "pong,breakout", "--seeds", "2", "--steps", "100000",
+         "--workers", "2", "--out", str(out)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    deadline = time.monotonic() + 60
+    while not psutil.Process(proc.pid).children(recursive=True) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert err.strip().splitlines()[-1] == "shoal: interrupted; every env was closed"
+    time.sleep(0.5)
+    leftovers = [p for p in psutil.process_iter(["cmdline"]) if str(out) in " ".join(p.info["cmdline"] or [])]
+    assert leftovers == []

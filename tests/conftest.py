@@ -1,3 +1,5 @@
+import os
+
 import pytest
 
 # Every backend configuration the equivalence tests compare against Gymnasium.
@@ -7,7 +9,25 @@ BACKENDS = [
     pytest.param({"backend": "multiprocessing", "num_workers": 2, "context": "fork", "inline": False}, id="mp-fork-noinline"),
     pytest.param({"backend": "multiprocessing", "num_workers": 3, "context": "spawn"}, id="mp-spawn"),
     pytest.param({"backend": "multiprocessing", "num_workers": 2, "context": "forkserver"}, id="mp-forkserver"),
+    pytest.param({"backend": "ray", "num_workers": 2}, id="ray", marks=pytest.mark.ray),
 ]
+
+
+@pytest.fixture(scope="session")
+def ray_session():
+    """One real local Ray for the whole run (shoal joins it, so it does not start and stop one per env)."""
+    ray = pytest.importorskip("ray")
+    tests = os.path.dirname(os.path.abspath(__file__))  # actors import the test envs (fakes.py) by name
+    path = os.pathsep.join(p for p in (tests, os.environ.get("PYTHONPATH")) if p)
+    ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING", runtime_env={"env_vars": {"PYTHONPATH": path}})
+    yield ray
+    ray.shutdown()
+
+
+@pytest.fixture(autouse=True)
+def _ray_for_ray_tests(request):
+    if request.node.get_closest_marker("ray"):
+        request.getfixturevalue("ray_session")
 
 
 @pytest.fixture(params=BACKENDS)

@@ -26,7 +26,7 @@ def _action(env_id, t):
     return (env_id * 7 + t * 3) % 5
 
 
-@pytest.mark.parametrize("backend", ["serial", "multiprocessing"])
+@pytest.mark.parametrize("backend", ["serial", "multiprocessing", pytest.param("ray", marks=pytest.mark.ray)])
 def test_async_batches_follow_each_envs_own_trajectory(backend):
     # Reference: every env stepped synchronously with actions that depend only on (env, its own timestep).
     steps = 12
@@ -68,8 +68,9 @@ def test_async_batches_follow_each_envs_own_trajectory(backend):
         assert got[i][:k] == expected[i][:k], f"env {i} diverged from its synchronous trajectory"
 
 
-def test_async_partial_reset_of_held_envs():
-    with shoal.make(_fns(), num_workers=WORKERS, batch_size=BATCH) as envs:
+@pytest.mark.parametrize("backend", ["multiprocessing", pytest.param("ray", marks=pytest.mark.ray)])
+def test_async_partial_reset_of_held_envs(backend):
+    with shoal.make(_fns(), backend=backend, num_workers=WORKERS, batch_size=BATCH) as envs:
         obs, info = envs.reset(seed=1)
         held = info["env_id"]
         envs.step(np.zeros(BATCH, np.int64))
@@ -89,7 +90,7 @@ def test_async_partial_reset_of_held_envs():
         envs.step(np.zeros(BATCH, np.int64))  # still usable
 
 
-@pytest.mark.parametrize("backend", ["serial", "multiprocessing"])
+@pytest.mark.parametrize("backend", ["serial", "multiprocessing", pytest.param("ray", marks=pytest.mark.ray)])
 def test_call_get_attr_set_attr(backend):
     fns = [functools.partial(SpaceEnv, "box_f32", "discrete") for _ in range(4)]
     with shoal.make(fns, backend=backend, num_workers=2) as envs, shoal.make(

@@ -103,7 +103,7 @@ def test_call_order_errors():
         ({"num_workers": 4, "batch_size": 3}, r"batch_size \(3\) must be a multiple of the envs per worker"),
         ({"batch_size": 9}, r"batch_size must be between 1 and num_envs=8, got 9"),
         ({"autoreset_mode": "sometimes"}, r"autoreset_mode must be one of 'next_step'"),
-        ({"backend": "ray"}, r"backend='ray' is not available in this version"),
+        ({"backend": "dask"}, r"backend must be 'serial', 'multiprocessing' or 'ray', got 'dask'"),
         ({"batch_size": 4, "num_workers": 2, "inline": True}, r"inline=True .* needs batch_size == num_envs"),
     ],
 )

@@ -36,7 +36,7 @@ def random_actions(envs, steps, seed):
 # -- equal to the numpy path ---------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("backend", ["serial", "multiprocessing"])
+@pytest.mark.parametrize("backend", ["serial", "multiprocessing", pytest.param("ray", marks=pytest.mark.ray)])
 def test_ops_equal_the_numpy_path_step_for_step(backend):
     with atari(backend=backend, num_workers=2) as ops_envs, atari() as np_envs:
         ops_envs.reset(seed=5)

@@ -56,6 +56,7 @@ def make(
     daemon: bool = True,
     inline: bool | None = None,
     observation_mode: str = "same",
+    address: str | None = None,
     **env_kwargs: Any,
 ) -> VectorEnv:
     """A vector env of ``num_envs`` copies of ``env`` (or of each callable in a list).
@@ -64,7 +65,8 @@ def make(
         env: a Gymnasium id (``**env_kwargs`` go to ``gymnasium.make``), a callable returning an env, or a list of
             callables (``num_envs`` is then their count).
         num_envs: how many envs.
-        backend: ``"serial"`` (in this process) or ``"multiprocessing"`` (worker processes, shared memory).
+        backend: ``"serial"`` (in this process), ``"multiprocessing"`` (worker processes, shared memory) or
+            ``"ray"`` (Ray actors, on one machine or a cluster; ``pip install "shoal[ray]"``).
         num_workers: how many groups step in parallel (processes or actors); default: one per core. Envs are split
             evenly into consecutive groups, several envs per worker.
         batch_size: with ``batch_size < num_envs``, ``recv()`` returns the first ``batch_size`` envs to finish
@@ -77,6 +79,8 @@ def make(
         daemon: start workers as daemon processes.
         inline: the calling process steps one group itself (default: on in synchronous multiprocessing).
         observation_mode: ``"same"`` or ``"different"`` (spaces that differ only in bounds), as in Gymnasium.
+        address: the Ray cluster to join with ``backend="ray"`` (default: ``RAY_ADDRESS``, an initialized Ray, or
+            a local Ray with this machine's cores, shut down when the last env using it closes).
 
     Example:
         >>> import shoal
@@ -122,4 +126,5 @@ def make(
         context=context,
         daemon=daemon,
         inline=inline,
+        address=address,
     )

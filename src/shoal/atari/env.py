@@ -79,6 +79,7 @@ class AtariVectorEnv(VectorEnv):
         context: str | None = None,
         daemon: bool = True,
         inline: bool | None = None,
+        address: str | None = None,
     ) -> None:
         if isinstance(games, str):  # ale-py's positional form: AtariVectorEnv("breakout", 4)
             games, game = None, games
@@ -136,6 +137,7 @@ class AtariVectorEnv(VectorEnv):
             daemon=daemon,
             inline=inline,
             extras=INFO_ARRAYS,
+            address=address,
         )
         self._counts = np.asarray(self.num_actions)
         self._mixed = not continuous and len(set(self.num_actions)) > 1

@@ -114,6 +114,7 @@ class VectorEnv(gymnasium.vector.VectorEnv):
         daemon: bool = True,
         inline: bool | None = None,
         extras: dict[str, tuple[np.dtype, tuple[int, ...]]] | None = None,
+        address: str | None = None,
     ) -> None:
         self.closed = True  # until the backend is up, so __del__ of a half-built env does nothing
         if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)) or num_envs < 1:
@@ -121,7 +122,7 @@ class VectorEnv(gymnasium.vector.VectorEnv):
         self.num_envs = int(num_envs)
         self.autoreset_mode = parse_autoreset_mode(autoreset_mode)
         self.backend = backend
-        self.num_workers = self._num_workers(backend, num_workers)
+        self.num_workers = self._num_workers(backend, num_workers, address)
         self.batch_size = self._batch_size(batch_size)
         self.is_async = self.batch_size < self.num_envs
         if inline is None:
@@ -157,7 +158,9 @@ class VectorEnv(gymnasium.vector.VectorEnv):
         self._group_arrays = [np.arange(r.start, r.stop) for r in self.groups]
         self._held_cache: tuple[tuple[int, ...], np.ndarray] = ((), np.zeros(0, np.int64))
         spec = BufferSpec(self.num_envs, self._obs_layout, self._action_layout, dict(extras or {}))
-        self._transport = self._make_transport(factory, spec, backend, context=context, daemon=daemon, inline=inline)
+        self._transport = self._make_transport(
+            factory, spec, backend, context=context, daemon=daemon, inline=inline, address=address
+        )
         self._buffers = self._transport.buffers
         self._state = AsyncState.DEFAULT
         self._held: list[int] | None = None  # groups whose envs the caller holds (None before the first reset)
@@ -170,9 +173,15 @@ class VectorEnv(gymnasium.vector.VectorEnv):
 
     # -- construction ------------------------------------------------------------------------------------------------
 
-    def _num_workers(self, backend: str, num_workers: int | None) -> int:
+    def _num_workers(self, backend: str, num_workers: int | None, address: str | None) -> int:
         if backend not in ("serial", "multiprocessing", "ray"):
             raise ConfigError(f"backend must be 'serial', 'multiprocessing' or 'ray', got {backend!r}")
+        if address is not None and backend != "ray":
+            raise ConfigError(f"address= is the Ray cluster to join; it needs backend='ray', not {backend!r}")
+        if num_workers is None and backend == "ray":
+            from shoal.vector.ray_transport import cluster_cpus
+
+            return min(self.num_envs, cluster_cpus(address))
         if num_workers is None:
             return 1 if backend == "serial" else min(self.num_envs, os.cpu_count() or 1)
         if isinstance(num_workers, bool) or not isinstance(num_workers, (int, np.integer)):
@@ -207,9 +216,9 @@ class VectorEnv(gymnasium.vector.VectorEnv):
 
             return SerialTransport(factory, self.groups, spec, self.autoreset_mode)
         if backend == "ray":
-            raise ConfigError(
-                "backend='ray' is not available in this version of shoal; use 'multiprocessing' or 'serial'"
-            )
+            from shoal.vector.ray_transport import RayTransport
+
+            return RayTransport(factory, self.groups, spec, self.autoreset_mode, address=options["address"])
         from shoal.vector.multiproc import MultiprocessingTransport
 
         return MultiprocessingTransport(

@@ -43,7 +43,9 @@ from gymnasium import spaces
 
 from shoal.errors import ClosedError, ConfigError, NoAsyncCallError
 
-_HANDLES: dict[int, TorchEnv] = {}
+_HANDLES: dict[int, TorchEnv] = {}  # the registered envs, by handle
+_TOKENS: dict[int, torch.Tensor] = {}  # each handle's token (see "Order under compilation")
+_INFO_NAMES: dict[int, tuple[str, ...]] = {}  # the names get_last_info returns, by handle
 _NEXT_HANDLE = itertools.count(1)
 
 
@@ -118,7 +120,6 @@ class TorchEnv:
         self.pool = [self._new_set() for _ in range(2)]
         self._last: OutputSet | None = None
         self.handle = next(_NEXT_HANDLE)
-        _HANDLES[self.handle] = self
 
     def _new_set(self) -> OutputSet:
         outputs = OutputSet(self._shapes, self.device)
@@ -265,9 +266,6 @@ _step = torch.ops.shoal.step.default
 _last_info = torch.ops.shoal.last_info.default
 
 
-_TOKENS: dict[int, torch.Tensor] = {}
-
-
 def _token(handle: int) -> torch.Tensor:
     token = _TOKENS.get(handle)
     if token is None:
@@ -298,13 +296,9 @@ def get_last_info(handle: int) -> dict[str, torch.Tensor]:
     return {name: _last_info(handle, token, name) for name in _INFO_NAMES[handle]}
 
 
-_INFO_NAMES: dict[int, tuple[str, ...]] = {}
-
-
 def register(envs: Any, device: str | torch.device = "cpu") -> tuple:
     """What ``envs.torch()`` returns: ``(handle, send, step, recv, get_last_info, unregister)``."""
     env = TorchEnv(envs, device)
+    _HANDLES[env.handle], _TOKENS[env.handle], _INFO_NAMES[env.handle] = env, torch.zeros(1), env.info_names
     envs._torch_handles.add(env.handle)
-    _TOKENS[env.handle] = torch.zeros(1)
-    _INFO_NAMES[env.handle] = env.info_names
     return env.handle, send, step, recv, get_last_info, unregister

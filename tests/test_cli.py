@@ -189,7 +189,7 @@ def test_autotune_ranks_configurations_and_its_snippet_builds_the_best(capsys):
     "argv, message",
     [
         (["bench", "--roms", "x"], "expected comma-separated integers, got 'x'"),
-        (["bench", "--systems", "envpool"], "systems must be some of shoal, shoal-serial, ale-py, gymnasium"),
+        (["bench", "--systems", "envpool"], "systems must be some of shoal, shoal-serial, shoal-ray, ale-py, gymnasium"),
         (["bench", "--roms", "9"], "roms must be integers between 1 and 8"),
         (["sweep", "--games", "breakuot"], "unknown ROM id 'breakuot': did you mean 'breakout'"),
         (["sweep", "--games", "pong", "--episodes", "1", "--steps", "2"], "not allowed with argument"),

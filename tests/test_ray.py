@@ -4,6 +4,7 @@ Equivalence with the other backends (Gymnasium reference, autoreset tables, sequ
 Atari ROMs, torch ops) runs in the shared backend-parametrized tests, whose "ray" cases use the same local Ray.
 """
 
+import contextlib
 import functools
 import subprocess
 import sys
@@ -103,3 +104,51 @@ def test_a_sweep_on_ray_equals_a_local_one():
     on_ray = sweep(["pong", "breakout"], backend="ray", num_workers=2, **kwargs)
     assert on_ray.episodes == local.episodes
     assert [s.mean for s in on_ray.summaries] == [s.mean for s in local.summaries]
+
+
+def test_joining_a_cluster_by_ray_address_leaves_it_running(tmp_path):
+    import socket
+    import tempfile
+
+    import psutil
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    temp = tempfile.mkdtemp(prefix="shoal-ray-", dir="/tmp")  # short: Ray's socket paths live under it
+    ray_cli = [sys.executable, "-m", "ray.scripts.scripts"]
+    start = subprocess.run(
+        [*ray_cli, "start", "--head", f"--port={port}", "--num-cpus=2", "--include-dashboard=false",
+         f"--temp-dir={temp}", "--disable-usage-stats"],
+        capture_output=True, text=True, timeout=120,
+    )
+    try:
+        assert start.returncode == 0, start.stderr[-2000:]
+        script = textwrap.dedent(
+            """
+            import ray, shoal
+            with shoal.make("CartPole-v1", 2, backend="ray") as envs:
+                envs.reset(seed=0)
+                envs.step([0, 1])
+                print("nodes", len(ray.nodes()))
+            print("still connected", ray.is_initialized())
+            """
+        )
+        env = {**__import__("os").environ, "RAY_ADDRESS": f"127.0.0.1:{port}"}
+        for _ in range(2):  # the second run finds the cluster still up after the first closed
+            run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=env)
+            assert run.returncode == 0 and "nodes 1" in run.stdout, run.stderr[-2000:]
+            assert "still connected True" in run.stdout
+    finally:
+        for proc in psutil.process_iter(["cmdline"]):  # `ray stop` would also stop the session's Ray
+            if temp in " ".join(proc.info["cmdline"] or []):
+                with contextlib.suppress(psutil.NoSuchProcess):  # it may exit while we iterate
+                    proc.kill()
+
+
+def test_shoal_bench_measures_the_ray_backend(capsys, tmp_path):
+    from shoal.cli import main
+
+    assert main(["bench", "--systems", "shoal-ray", "--roms", "1", "--copies", "1", "--seconds", "0.3",
+                 "--out", str(tmp_path)]) == 0
+    assert "shoal-ray" in capsys.readouterr().out and (tmp_path / "bench.png").exists()

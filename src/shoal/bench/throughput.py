@@ -21,8 +21,8 @@ from shoal.errors import ConfigError, MissingDependencyError
 DEFAULT_GAMES = ("pong", "breakout", "space_invaders", "ms_pacman", "qbert", "seaquest", "beam_rider", "enduro")
 """The ROMs a benchmark takes, in order, when it is not given its own."""
 
-SYSTEMS = ("shoal", "shoal-serial", "ale-py", "gymnasium")
-"""What :func:`throughput` can measure: shoal's multiprocessing and serial backends, ale-py's C++
+SYSTEMS = ("shoal", "shoal-serial", "shoal-ray", "ale-py", "gymnasium")
+"""What :func:`throughput` can measure: shoal's multiprocessing, serial and Ray backends, ale-py's C++
 ``AtariVectorEnv`` (one per ROM, stepped together: it runs one game per vector env) and Gymnasium's
 ``AsyncVectorEnv`` (one process per env; ``full_action_space=True``, the only way it takes a mix of ROMs)."""
 
@@ -123,14 +123,14 @@ def time_steps(step: Callable[[], int], seconds: float, warmup: int = 10) -> tup
 def throughput(
     roms: Sequence[int] = (1, 2, 4, 8),
     copies: int = 2,
-    systems: Sequence[str] = ("shoal", "ale-py", "gymnasium"),
+    systems: Sequence[str] = ("shoal", "shoal-serial", "ale-py", "gymnasium"),
     seconds: float = 2.0,
     games: Sequence[str] | None = None,
     progress: Progress | None = None,
 ) -> ThroughputResult:
     """Measure each of ``systems`` on the first ``r`` of ``games`` x ``copies`` envs, for each ``r`` in ``roms``.
 
-    Systems that are not installed (ale-py's vector env needs ale-py >= 0.10) raise
+    Systems that are not installed (``shoal-ray`` needs Ray; ale-py's vector env needs ale-py >= 0.10) raise
     :class:`~shoal.errors.MissingDependencyError`; pass only the ones you have.
     """
     games = [check_game(g) for g in (games or DEFAULT_GAMES)]
@@ -169,10 +169,10 @@ def _stepper(system: str, games: list[str], opened: contextlib.ExitStack) -> Cal
     """A ``step()`` of ``system`` over ``games`` with random actions; what it opens closes with ``opened``."""
     rng = np.random.default_rng(0)
     n = len(games)
-    if system in ("shoal", "shoal-serial"):
+    if system.startswith("shoal"):
         from shoal.atari import AtariVectorEnv
 
-        backend = "multiprocessing" if system == "shoal" else "serial"
+        backend = {"shoal": "multiprocessing", "shoal-serial": "serial", "shoal-ray": "ray"}[system]
         envs = opened.enter_context(AtariVectorEnv(games=games, backend=backend, **SETTINGS))
         envs.reset(seed=0)
         counts = np.asarray(envs.num_actions)

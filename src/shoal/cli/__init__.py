@@ -20,8 +20,8 @@ EPILOG = {
     "games": "examples:\n  shoal games\n  shoal games --json > roms.json",
     "bench": (
         "examples:\n  shoal bench                                # 1, 2, 4, 8 ROMs x 2 envs, about a minute\n"
-        "  shoal bench --roms 1,2,4,8 --copies 4 --seconds 5\n"
-        "  shoal bench --systems shoal,shoal-serial,ale-py --out results/"
+        "  shoal bench --roms 1,2,4,8,16 --copies 4 --seconds 5\n"
+        "  shoal bench --systems shoal,shoal-ray,ale-py --out results/"
     ),
     "sweep": (
         "examples:\n  shoal sweep --games pong,breakout,space_invaders --seeds 3 --episodes 2\n"
@@ -97,8 +97,9 @@ def parser() -> argparse.ArgumentParser:
     bench.add_argument("--copies", type=_positive(int), default=2, help="envs per ROM (default: 2)")
     bench.add_argument("--seconds", type=_positive(float), default=2.0, help="seconds per measurement (default: 2)")
     bench.add_argument(
-        "--systems", type=_names, default=["shoal", "ale-py", "gymnasium"],
-        help="what to measure: shoal, shoal-serial, ale-py, gymnasium (default: shoal,ale-py,gymnasium)",
+        "--systems", type=_names, default=["shoal", "shoal-serial", "ale-py", "gymnasium"],
+        help="what to measure: shoal (multiprocessing), shoal-serial, shoal-ray, ale-py, gymnasium "
+        "(default: shoal,shoal-serial,ale-py,gymnasium)",
     )
     bench.add_argument("--games", type=_names, help="ROMs to take, in order (default: pong,breakout,space_invaders,...)")
     bench.add_argument("--out", type=Path, default=Path("shoal-bench"), help="folder for bench.json/.csv/.png")

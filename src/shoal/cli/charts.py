@@ -6,10 +6,13 @@ from pathlib import Path
 
 from shoal.bench import SweepResult, ThroughputResult
 
-_COLORS = {"shoal": "#1f77b4", "shoal-serial": "#17becf", "ale-py": "#ff7f0e", "gymnasium": "#2ca02c"}
+_COLORS = {
+    "shoal": "#1f77b4", "shoal-serial": "#17becf", "shoal-ray": "#9467bd", "ale-py": "#ff7f0e", "gymnasium": "#2ca02c",
+}
 _NAMES = {
     "shoal": "shoal (multiprocessing)",
     "shoal-serial": "shoal (serial)",
+    "shoal-ray": "shoal (Ray)",
     "ale-py": "ale-py AtariVectorEnv",
     "gymnasium": "Gymnasium AsyncVectorEnv",
 }

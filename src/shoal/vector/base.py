@@ -470,6 +470,10 @@ class VectorEnv(gymnasium.vector.VectorEnv):
         ``step`` is both. Action sequences go flat: ``send(handle, values, offsets, gamma)``. The ops compile with
         ``torch.compile(fullgraph=True)``. See :mod:`shoal.torch_ops`. Reset with :meth:`reset` first.
 
+        ``send`` returns before the envs have stepped when every group runs in a worker: build the env with
+        ``inline=False`` (or ``batch_size < num_envs``) to overlap a model with stepping; by default, synchronous
+        multiprocessing steps one group in the calling process, inside ``send``.
+
         Example:
             >>> import torch, shoal
             >>> envs = shoal.AtariVectorEnv(game="pong", num_envs=2, backend="serial")

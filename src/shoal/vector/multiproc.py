@@ -123,7 +123,10 @@ class MultiprocessingTransport(Transport):
         while len(order) < count:
             remote = [self._conns[g] for g in self._in_flight if g in self._conns and g not in order]
             ready = set(wait(remote))
-            order += [g for g in self._in_flight if g in self._conns and self._conns[g] in ready][: count - len(order)]
+            answered = [g for g in self._in_flight if g in self._conns and self._conns[g] in ready]
+            # A dead worker's pipe is ready too (EOF): report it first, or healthy workers would starve it.
+            answered.sort(key=lambda g: self._procs[g].is_alive())
+            order += answered[: count - len(order)]
         return self.collect(order[:count])
 
     def _send(self, group: int, command: Command) -> None:

@@ -323,7 +323,7 @@ class VectorEnv(gymnasium.vector.VectorEnv):
         batch = check_batch(self._single_action, actions, len(ids), "actions")
         self._check_env_actions(ids, batch, None)
         self._action_layout.write(self._buffers.actions, self._rows(ids) if self.is_async else slice(None), batch)
-        self._dispatch_step(ids, {g: Command(Op.STEP, self._group_ids(g)) for g in self._held}, ids)
+        self._dispatch_step({g: Command(Op.STEP, self._group_ids(g)) for g in self._held}, ids)
 
     def send_sequences(self, values: Any, offsets: Any, gamma: float | None = None) -> None:
         """:meth:`send` of action sequences given flat: env ``j`` of the batch runs ``values[offsets[j]:offsets[j+1]]``.
@@ -347,9 +347,10 @@ class VectorEnv(gymnasium.vector.VectorEnv):
         starts = np.cumsum([0] + [len(self.groups[g]) for g in self._held])[:-1].tolist()
         parts = Sequences(values, offsets, gamma).split(starts)
         commands = {g: Command(Op.SEQUENCES, self._group_ids(g), p) for g, p in zip(self._held, parts)}
-        self._dispatch_step(ids, commands, ids[np.diff(offsets) > 0])
+        self._dispatch_step(commands, ids[np.diff(offsets) > 0])
 
-    def _dispatch_step(self, ids: np.ndarray, commands: dict[int, Command], stepping: np.ndarray) -> None:
+    def _dispatch_step(self, commands: dict[int, Command], stepping: np.ndarray) -> None:
+        """Send step ``commands``; ``stepping`` are the env ids that will step (for the disabled-autoreset check)."""
         if self.autoreset_mode is AutoresetMode.DISABLED:
             ended = stepping[self._buffers.needs_reset[stepping]]
             if len(ended):

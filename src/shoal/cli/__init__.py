@@ -102,7 +102,9 @@ def parser() -> argparse.ArgumentParser:
         "(default: shoal,shoal-serial,ale-py,gymnasium)",
     )
     bench.add_argument("--games", type=_names, help="ROMs to take, in order (default: pong,breakout,space_invaders,...)")
-    bench.add_argument("--out", type=Path, default=Path("shoal-bench"), help="folder for bench.json/.csv/.png")
+    bench.add_argument(
+        "--out", type=Path, default=Path("shoal-bench"), help="folder for bench.json/.csv/.png (default: shoal-bench)"
+    )
 
     sweep = command("sweep", "Run games x seeds in one vector env; report returns and human-normalized scores.")
     sweep.add_argument("--games", type=_names, required=True, help="comma-separated ROM ids")
@@ -112,11 +114,18 @@ def parser() -> argparse.ArgumentParser:
     budget.add_argument("--steps", type=_positive(int), help="agent steps per game and seed, instead of episodes")
     sweep.add_argument(
         "--policy", default="random",
-        help="'random', or a TorchScript module (observations -> logits; argmax over each game's actions)",
+        help="'random', a TorchScript module file, or a torch.export program (*.pt2): uint8 observations "
+        "(n, 4, 84, 84) -> logits (n, k); the argmax over each game's own actions",
     )
-    sweep.add_argument("--out", type=Path, default=Path("shoal-sweep"), help="folder for episodes/summary files")
+    sweep.add_argument(
+        "--out", type=Path, default=Path("shoal-sweep"),
+        help="folder for episodes.csv, summary.csv/.json and scores.png (default: shoal-sweep)",
+    )
     sweep.add_argument("--resume", action="store_true", help="skip the game/seed pairs --out already holds")
-    sweep.add_argument("--backend", default="multiprocessing", choices=["multiprocessing", "serial", "ray"])
+    sweep.add_argument(
+        "--backend", default="multiprocessing", choices=["multiprocessing", "serial", "ray"],
+        help="where the envs step (default: multiprocessing; ray joins RAY_ADDRESS or starts a local Ray)",
+    )
     sweep.add_argument("--workers", type=_positive(int), help="worker processes (default: one per core)")
     sweep.add_argument("--sticky", type=float, default=0.0, help="repeat_action_probability (default: 0)")
 

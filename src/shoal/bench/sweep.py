@@ -52,8 +52,8 @@ class GameSummary:
     """The episodes of one game over all its seeds.
 
     ``human_normalized`` is the mean of ``(score - random) / (human - random)`` (None without reference scores);
-    ``steps_per_second`` counts this game's agent steps over the sweep's wall time (None when every pair of it was
-    resumed from an earlier run).
+    ``steps_per_second`` counts this game's agent steps over the time the sweep spent stepping, start-up excluded
+    (None when every pair of it was resumed from an earlier run).
     """
 
     game: str
@@ -137,13 +137,15 @@ def sweep(
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "sweep.json").write_text(json.dumps(settings, indent=2))
     start = time.perf_counter()
-    ran, steps_by_game = _run(todo, unit, amount, policy, folder, backend, num_workers, progress, atari) if todo else ([], {})
+    ran, steps_by_game, stepping = (
+        _run(todo, unit, amount, policy, folder, backend, num_workers, progress, atari) if todo else ([], {}, 0.0)
+    )
     seconds = time.perf_counter() - start
     wanted = set((g, s) for g in games for s in seed_list)
     every = [e for e in done if (e.game, e.seed) in wanted] + ran
     result = SweepResult(
         episodes=every,
-        summaries=[_summary(g, every, steps_by_game.get(g), seconds) for g in games],
+        summaries=[_summary(g, every, steps_by_game.get(g), stepping) for g in games],
         seconds=seconds,
         resumed=sorted(finished & wanted),
     )
@@ -178,7 +180,8 @@ def _run(
     num_workers: int | None,
     progress: Progress | None,
     atari: dict[str, Any],
-) -> tuple[list[Episode], dict[str, int]]:
+) -> tuple[list[Episode], dict[str, int], float]:
+    """Run ``pairs``: their episodes, agent steps per game, and the seconds spent stepping (start-up excluded)."""
     from shoal.atari import AtariVectorEnv
 
     options = {"reward_clipping": False, **atari, "autoreset_mode": "same_step"}
@@ -187,6 +190,7 @@ def _run(
     with AtariVectorEnv(games=[g for g, _ in pairs], backend=backend, num_workers=num_workers, **options) as envs:
         act = _policy(policy, envs, pairs)
         obs, _ = envs.reset(seed=[s for _, s in pairs])
+        start = time.perf_counter()
         returns, lengths, taken = np.zeros(n), np.zeros(n, np.int64), np.zeros(n, np.int64)
         finished: list[list[Episode]] = [[] for _ in range(n)]
         active = np.ones(n, np.bool_)
@@ -217,10 +221,11 @@ def _run(
             if progress is not None and (now - last_report > 0.2 or not active.any()):
                 progress(float(np.minimum(count, amount).sum()), total)
                 last_report = now
+        stepping = time.perf_counter() - start
     steps_by_game: dict[str, int] = {}
     for (game, _), t in zip(pairs, taken.tolist()):
         steps_by_game[game] = steps_by_game.get(game, 0) + t
-    return episodes, steps_by_game
+    return episodes, steps_by_game, stepping
 
 
 def _episode(pair: tuple[str, int], index: int, score: float, length: int, truncated: bool) -> Episode:

@@ -117,7 +117,7 @@ def test_interrupted_sweep_resumes_where_it_stopped_and_matches_an_uninterrupted
     totals = []
     resumed = sweep(games, out=tmp_path, resume=True, progress=lambda done, total: totals.append(total), **kwargs)
     assert resumed.resumed == [("breakout", 0)] and set(totals) == {1.0}  # only pong ran
-    assert resumed.episodes == full.episodes or sorted(resumed.episodes, key=str) == sorted(full.episodes, key=str)
+    assert sorted(resumed.episodes, key=str) == sorted(full.episodes, key=str)  # same episodes, order aside
     assert read_episodes(tmp_path / "episodes.csv") == resumed.episodes
     with pytest.raises(ConfigError, match="other settings"):
         sweep(games, out=tmp_path, resume=True, seeds=1, episodes=2, backend="serial")

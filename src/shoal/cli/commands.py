@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import itertools
 import json
 from dataclasses import asdict
 
@@ -58,11 +59,10 @@ def bench_command(args: argparse.Namespace) -> int:
     steps = len(args.roms) * len(args.systems)
     with _progress() as progress:
         task = progress.add_task("measuring", total=steps)
-        begun = [0]
+        done_before = itertools.count()
 
         def started(description: str) -> None:  # a measurement starts: the ones before it are done
-            progress.update(task, description=description, completed=begun[0])
-            begun[0] += 1
+            progress.update(task, description=description, completed=next(done_before))
 
         result = bench.throughput(args.roms, args.copies, args.systems, args.seconds, args.games, progress=started)
         progress.update(task, completed=steps, description="done")

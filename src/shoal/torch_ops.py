@@ -4,7 +4,8 @@ The ops are registered once with :mod:`torch.library`, with fake implementations
 with ``torch.compile(fullgraph=True)``. ``envs.torch()`` returns a handle (an int naming the env) and functions
 that call them:
 
-* ``send(handle, actions, offsets=None, gamma=1.0)``: start a step of the batch the caller holds and return at once.
+* ``send(handle, actions, offsets=None, gamma=1.0)``: start a step of the batch the caller holds; it returns at once
+  when every group steps in a worker (``inline=False`` or asynchronous batches).
   With ``offsets`` (``batch + 1`` int64 values), ``actions`` are flat action sequences: env ``j`` of the batch runs
   ``actions[offsets[j]:offsets[j + 1]]``, discounted by ``gamma``.
 * ``recv(handle)``: wait for it; ``(obs, reward, terminated, truncated, steps_taken)``.
@@ -22,13 +23,12 @@ and in torch 2.13 it does not keep registered effects in order for ops with seve
 **Returned tensors are never overwritten while anything holds them.** Every output is written into a set of
 tensors allocated once and reused: ``recv`` fills a set that nobody references any more (neither the tensors nor a
 view of them: Python reference counts and storage use counts are back to the pool's own), and only when every set is
-still held does it allocate one more. So a caller, or a compiled
-graph (which may schedule a read of step ``k``'s observation after later ``recv`` calls), can keep any returned tensor
-as long as it likes; a loop that drops the previous step's tensors runs on two sets and allocates nothing. On CPU each
-``recv`` copies the batch once, from the shared memory the workers wrote into the free set (a view of the shared
-memory itself would change under a model running between ``send`` and ``recv``); with a CUDA ``device`` each set is
-pinned host memory copied to a device set without blocking. dtypes are the numpy path's (float64 rewards, bool
-flags, int32 ``steps_taken``).
+still held does it allocate one more. So a caller, or a compiled graph (which may schedule a read of step ``k``'s
+observation after later ``recv`` calls), can keep any returned tensor as long as it likes; a loop that drops the
+previous step's tensors runs on two sets and allocates nothing. On CPU each ``recv`` copies the batch once, from the
+shared memory the workers wrote into the free set (a view of the shared memory itself would change under a model
+running between ``send`` and ``recv``); with a CUDA ``device`` each set is pinned host memory copied to a device set
+without blocking. dtypes are the numpy path's (float64 rewards, bool flags, int32 ``steps_taken``).
 """
 
 from __future__ import annotations

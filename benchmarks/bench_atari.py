@@ -23,25 +23,17 @@ from typing import Callable
 import numpy as np
 
 import shoal
+from shoal.bench.throughput import SETTINGS, gymnasium_async, time_steps
 
-SETTINGS = dict(
-    img_height=84, img_width=84, stack_num=4, frameskip=4, maxpool=True, noop_max=30,
-    repeat_action_probability=0.0, reward_clipping=False, use_fire_reset=False,
-)
 MIXED = ["pong", "breakout", "space_invaders"]
 
 
 # -- stepping loops ------------------------------------------------------------------------------------------------
 
 
-def timed(step: Callable[[], int], seconds: float, warmup: int = 20) -> float:
-    """Env steps per second of ``step()`` (which returns how many env steps it made), after ``warmup`` calls."""
-    for _ in range(warmup):
-        step()
-    steps, start = 0, time.perf_counter()
-    while time.perf_counter() - start < seconds:
-        steps += step()
-    return steps / (time.perf_counter() - start)
+def timed(step: Callable[[], int], seconds: float) -> float:
+    """Env steps per second of ``step()`` (which returns how many env steps it made), after 20 warm-up calls."""
+    return time_steps(step, seconds, warmup=20)[0]
 
 
 def run_vector(envs, seconds: float) -> float:
@@ -134,22 +126,6 @@ def single_configs(n: int) -> dict[str, tuple[str, Callable]]:
     }
 
 
-def gym_async(games: list[str]):
-    import gymnasium as gym
-    from ale_py.env import AtariEnv
-    from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
-
-    def make(game):
-        def thunk():
-            env = AtariEnv(game, obs_type="grayscale", frameskip=1, repeat_action_probability=0.0,
-                           full_action_space=True)
-            return FrameStackObservation(AtariPreprocessing(env, noop_max=30, frame_skip=4), 4)
-
-        return thunk
-
-    return gym.vector.AsyncVectorEnv([make(g) for g in games])
-
-
 def best(make: Callable, run: Callable, rounds: int) -> float:
     return max(run(make()) for _ in range(rounds))
 
@@ -182,7 +158,7 @@ def bench_multi(seconds: float, rounds: int) -> None:
         pools = max(
             run_together([AleVectorEnv(g, copies, **SETTINGS) for g in MIXED], seconds) for _ in range(rounds)
         )
-        gym_rate = best(lambda: gym_async(games), lambda e: run_vector(e, seconds), 1)
+        gym_rate = best(lambda: gymnasium_async(games), lambda e: run_vector(e, seconds), 1)
         print(f"  {'shoal best':32s} {ours:9.0f} steps/s")
         print(f"  {'3 ale-py pools stepped together':32s} {pools:9.0f} steps/s")
         print(f"  {'gymnasium AsyncVectorEnv':32s} {gym_rate:9.0f} steps/s")

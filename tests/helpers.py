@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import textwrap
+
 import numpy as np
 
 
@@ -35,3 +39,19 @@ def rollout(envs, actions_of, steps, seed, gamma=None):
     for t in range(steps):
         out.append(envs.step(actions_of(t)) if gamma is None else envs.step(actions_of(t), gamma=gamma))
     return out
+
+
+def run_without(module, code, timeout=60):
+    """Run ``code`` in a fresh Python where importing ``module`` (or a submodule) fails as if it were not installed."""
+    hide = textwrap.dedent(
+        f"""
+        import sys
+        class Hide:
+            def find_spec(self, name, path=None, target=None):
+                if name == {module!r} or name.startswith({module + "."!r}):
+                    raise ModuleNotFoundError("No module named {module!r}", name={module!r})
+        sys.meta_path.insert(0, Hide())
+        """
+    )
+    return subprocess.run([sys.executable, "-c", hide + textwrap.dedent(code)], capture_output=True, text=True,
+                          timeout=timeout)

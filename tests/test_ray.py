@@ -13,6 +13,7 @@ import textwrap
 import numpy as np
 import pytest
 from fakes import FaultyEnv, SpaceEnv
+from helpers import run_without
 
 import shoal
 from shoal.bench import sweep
@@ -74,22 +75,16 @@ def test_without_a_running_ray_one_is_started_and_shut_down_with_the_env():
 
 
 def test_without_ray_installed_the_error_says_what_to_install():
-    script = textwrap.dedent(
+    result = run_without(
+        "ray",
         """
-        import sys
-        class NoRay:
-            def find_spec(self, name, path=None, target=None):
-                if name == "ray" or name.startswith("ray."):
-                    raise ModuleNotFoundError("No module named 'ray'", name="ray")
-        sys.meta_path.insert(0, NoRay())
         import shoal
         try:
             shoal.make("CartPole-v1", 2, backend="ray")
         except shoal.errors.MissingDependencyError as exc:
             print("refused:", exc)
-        """
+        """,
     )
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert 'refused: backend="ray" needs Ray, which is not installed: pip install "shoal[ray]"' in result.stdout
 
 

@@ -1,9 +1,6 @@
 """envs.torch(): the PyTorch custom ops against the numpy path, under torch.compile, and their buffer lifetimes."""
 
 import gc
-import subprocess
-import sys
-import textwrap
 import tracemalloc
 
 import numpy as np
@@ -12,6 +9,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import shoal  # noqa: E402
+from helpers import run_without  # noqa: E402
 from shoal.errors import ActionError, ClosedError, ConfigError, NoAsyncCallError  # noqa: E402
 
 MIXED = ["pong", "breakout", "space_invaders", "ms_pacman"]
@@ -256,14 +254,9 @@ def test_bad_input_through_the_ops():
 
 
 def test_without_torch_import_works_and_torch_says_what_to_install():
-    script = textwrap.dedent(
+    result = run_without(
+        "torch",
         """
-        import sys
-        class NoTorch:
-            def find_spec(self, name, path=None, target=None):
-                if name == "torch" or name.startswith("torch."):
-                    raise ModuleNotFoundError("No module named 'torch'", name="torch")
-        sys.meta_path.insert(0, NoTorch())
         import shoal
         envs = shoal.make("CartPole-v1", 2, backend="serial")
         try:
@@ -271,9 +264,8 @@ def test_without_torch_import_works_and_torch_says_what_to_install():
         except shoal.errors.MissingDependencyError as exc:
             print("refused:", exc)
         envs.close()
-        """
+        """,
     )
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert 'refused: envs.torch() needs PyTorch, which is not installed: pip install "shoal[torch]"' in result.stdout
 

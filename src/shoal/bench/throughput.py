@@ -198,7 +198,7 @@ def _stepper(system: str, games: list[str], opened: contextlib.ExitStack) -> Cal
             return n
 
         return step
-    envs = _gymnasium_async(games)
+    envs = gymnasium_async(games)
     opened.callback(envs.close)
     envs.reset(seed=0)
 
@@ -220,7 +220,9 @@ def _ale_vector_env(game: str, num_envs: int) -> Any:
     return AtariVectorEnv(game, num_envs, **SETTINGS)
 
 
-def _gymnasium_async(games: list[str]) -> Any:
+def gymnasium_async(games: list[str]) -> Any:
+    """Gymnasium's AsyncVectorEnv of ``AtariPreprocessing`` + ``FrameStackObservation`` envs with :data:`SETTINGS`
+    (full action space: the only way it takes a mix of ROMs)."""
     import gymnasium as gym
     from ale_py.env import AtariEnv
     from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation

@@ -30,7 +30,7 @@ _ORPHAN_POLL_S = 1.0
 log = logging.getLogger(__name__)  # how often a waiting worker checks that its parent is still alive
 
 
-def _error_reply(exc: BaseException) -> bytes:
+def error_reply(exc: BaseException) -> bytes:
     if not isinstance(exc, EnvError):
         wrapped = EnvError(f"worker raised {type(exc).__name__}: {exc}", remote_traceback=traceback.format_exc())
         wrapped.__cause__ = exc
@@ -42,10 +42,19 @@ def _error_reply(exc: BaseException) -> bytes:
         return pickle.dumps((False, bare))
 
 
-def _reply(value: Any) -> bytes:
+def reply(value: Any) -> bytes:
     if value is None or (isinstance(value, list) and not value):
         return OK
     return pickle.dumps((True, value), protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def decode(message: bytes) -> tuple[bool, Any]:
+    """A worker's answer as ``(ok, value)``: :data:`OK` is ``(True, None)``, :data:`READY` is ``(True, READY)``."""
+    if message == OK:
+        return (True, None)
+    if message == READY:
+        return (True, READY)
+    return pickle.loads(message)
 
 
 def wait_readable(conn: Any, spin_s: float, timeout: float | None) -> bool:
@@ -72,7 +81,7 @@ def run(
     try:
         engine = cloudpickle.loads(factory_bytes)(ids, buffers, autoreset_mode)
     except BaseException as exc:
-        conn.send_bytes(_error_reply(exc))
+        conn.send_bytes(error_reply(exc))
         return
     conn.send_bytes(READY)
     all_ids = np.arange(ids.start, ids.stop)
@@ -90,12 +99,12 @@ def run(
                 return
             try:
                 if message == STEP:
-                    reply = _reply(engine.step(all_ids))
+                    answer = reply(engine.step(all_ids))
                 else:
-                    reply = _reply(engine.execute(pickle.loads(message)))
+                    answer = reply(engine.execute(pickle.loads(message)))
             except BaseException as exc:
-                reply = _error_reply(exc)
-            conn.send_bytes(reply)
+                answer = error_reply(exc)
+            conn.send_bytes(answer)
     except (EOFError, OSError, KeyboardInterrupt):
         return  # the parent is gone
     finally:

@@ -151,11 +151,7 @@ class MultiprocessingTransport(Transport):
             message = conn.recv_bytes()
         except (EOFError, ConnectionResetError, OSError):
             return (False, self._died(group))
-        if message == _worker.OK:
-            return (True, None)
-        if message == _worker.READY:
-            return (True, _worker.READY)
-        return pickle.loads(message)
+        return _worker.decode(message)
 
     def _died(self, group: int) -> EnvError:
         proc = self._procs[group]

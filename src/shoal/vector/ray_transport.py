@@ -15,7 +15,6 @@
 from __future__ import annotations
 
 import os
-import pickle
 from typing import Any, Sequence
 
 import cloudpickle
@@ -68,7 +67,7 @@ class EngineHost:
         try:
             self.engine = cloudpickle.loads(factory_bytes)(self.ids, self.buffers, autoreset_mode)
         except BaseException as exc:
-            self.error = _worker._error_reply(exc)
+            self.error = _worker.error_reply(exc)
 
     def ready(self) -> bytes:
         return self.error if self.error is not None else _worker.READY
@@ -77,9 +76,9 @@ class EngineHost:
         if actions is not None:
             self.buffers.actions[self.ids.start : self.ids.stop] = actions
         try:
-            reply = _worker._reply(self.engine.execute(command))
+            reply = _worker.reply(self.engine.execute(command))
         except BaseException as exc:
-            reply = _worker._error_reply(exc)
+            reply = _worker.error_reply(exc)
         return reply, rows_of(self.buffers, self.ids)
 
     def close(self) -> None:
@@ -132,7 +131,7 @@ class RayTransport(Transport):
             factory_bytes = cloudpickle.dumps(factory)
             self._actors = [host.remote(factory_bytes, g.start, g.stop, spec, autoreset_mode) for g in self.groups]
             replies = self._get([a.ready.remote() for a in self._actors], list(range(len(self.groups))), _START_S)
-            raise_first([(g, _decode(r)) for g, r in enumerate(replies) if r != _worker.READY])
+            raise_first([(g, _worker.decode(r)) for g, r in enumerate(replies) if r != _worker.READY])
         except BaseException:
             self.close()
             raise
@@ -150,7 +149,7 @@ class RayTransport(Transport):
         answers = []
         for group, (reply, rows) in zip(groups, self._get(refs, groups)):
             self._store(group, rows)
-            answers.append((group, _decode(reply)))
+            answers.append((group, _worker.decode(reply)))
         return raise_first(answers)
 
     def collect_any(self, count: int) -> list[tuple[int, Any]]:
@@ -197,14 +196,6 @@ class RayTransport(Transport):
             if _local["open"] == 0 and _local["started"]:
                 _local["started"] = False
                 self._ray.shutdown()
-
-
-def _decode(reply: bytes) -> tuple[bool, Any]:
-    if reply == _worker.OK:
-        return (True, None)
-    if reply == _worker.READY:
-        return (True, _worker.READY)
-    return pickle.loads(reply)
 
 
 def _failed(ray: Any, ref: Any) -> bool:

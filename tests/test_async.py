@@ -26,8 +26,17 @@ def _action(env_id, t):
     return (env_id * 7 + t * 3) % 5
 
 
-@pytest.mark.parametrize("backend", ["serial", "multiprocessing", pytest.param("ray", marks=pytest.mark.ray)])
-def test_async_batches_follow_each_envs_own_trajectory(backend):
+@pytest.mark.parametrize(
+    "backend,workers,batch",
+    [
+        ("serial", WORKERS, BATCH),
+        ("multiprocessing", WORKERS, BATCH),  # two groups of one env per worker
+        ("multiprocessing", 2, BATCH),  # two groups of two
+        ("multiprocessing", 2, 3),  # any batch size: four groups of one per worker
+        pytest.param("ray", WORKERS, BATCH, marks=pytest.mark.ray),
+    ],
+)
+def test_async_batches_follow_each_envs_own_trajectory(backend, workers, batch):
     # Reference: every env stepped synchronously with actions that depend only on (env, its own timestep).
     steps = 12
     with shoal.make(_fns(), backend="serial") as sync:
@@ -37,22 +46,22 @@ def test_async_batches_follow_each_envs_own_trajectory(backend):
             obs, rew, term, trunc, _ = sync.step(np.array([_action(i, t) for i in range(N)]))
             for i in range(N):
                 expected[i].append((obs[i].tolist(), rew[i], term[i]))
-    with shoal.make(_fns(), backend=backend, num_workers=WORKERS, batch_size=BATCH) as envs:
-        assert envs.action_space.shape == (BATCH,) and envs.observation_space.shape == (BATCH, 2)
+    with shoal.make(_fns(), backend=backend, num_workers=workers, batch_size=batch) as envs:
+        assert envs.action_space.shape == (batch,) and envs.observation_space.shape == (batch, 2)
         obs, info = envs.reset(seed=3)
         ids = info["env_id"]
-        assert len(ids) == BATCH and len(set(ids.tolist())) == BATCH
-        envs.send(np.full(BATCH, 4))
+        assert len(ids) == batch and len(set(ids.tolist())) == batch
+        envs.send(np.full(batch, 4))
         envs.recv()
         envs.reset(seed=3)  # the batches still stepping were reset: whoever comes back next has reward 0
-        envs.send(np.zeros(BATCH, np.int64))
+        envs.send(np.zeros(batch, np.int64))
         _, rewards, _, _, info = envs.recv()
-        assert rewards.tolist() == [0.0] * BATCH  # stale rewards would be 4.0, from the step before the reset
+        assert rewards.tolist() == [0.0] * batch  # stale rewards would be 4.0, from the step before the reset
         obs, info = envs.reset(seed=3)
         ids = info["env_id"]
         t_of = defaultdict(int)
         got = defaultdict(list)
-        for _ in range(steps * N // BATCH + N):
+        for _ in range(steps * N // batch + N):
             envs.send(np.array([_action(i, t_of[i]) for i in ids]))
             for i in ids:
                 t_of[i] += 1

@@ -100,7 +100,6 @@ def test_call_order_errors():
         ({"backend": "threads"}, r"backend must be 'serial', 'multiprocessing' or 'ray', got 'threads'"),
         ({"num_workers": 9}, r"num_workers must be between 1 and num_envs=8, got 9"),
         ({"num_workers": 3, "batch_size": 4}, r"num_envs \(8\) must be divisible by num_workers \(3\)"),
-        ({"num_workers": 4, "batch_size": 3}, r"batch_size \(3\) must be a multiple of the envs per worker"),
         ({"batch_size": 9}, r"batch_size must be between 1 and num_envs=8, got 9"),
         ({"autoreset_mode": "sometimes"}, r"autoreset_mode must be one of 'next_step'"),
         ({"backend": "dask"}, r"backend must be 'serial', 'multiprocessing' or 'ray', got 'dask'"),
@@ -145,6 +144,17 @@ def test_killed_worker_is_an_error_not_a_hang():
         envs.step(np.zeros(4, np.int64))
     assert time.monotonic() - start < 1.5
     envs.close()
+
+
+def test_env_exception_in_async_mode_names_the_env():
+    # Two groups of one env per worker: the error must reach the batch of the env that raised, and only it.
+    fns = [functools.partial(FaultyEnv, at=10**9)] * 3 + [functools.partial(FaultyEnv, at=3)]
+    with shoal.make(fns, num_workers=2, batch_size=1) as envs:
+        envs.reset(seed=0)
+        with pytest.raises(errors.EnvError, match=r"env 3 raised ValueError") as caught:
+            for _ in range(40):
+                envs.step(np.zeros(1, np.int64))
+        assert caught.value.env_id == 3
 
 
 def test_killed_worker_in_async_mode():

@@ -29,7 +29,7 @@ def test_an_actor_killed_mid_run_is_an_error_naming_its_envs():
     envs.reset(seed=0)
     envs.step(np.zeros(4, np.int64))
     ray.kill(envs._transport._actors[1])
-    with pytest.raises(WorkerDiedError, match=r"Ray actor of group 1 \(hosting envs 2\.\.3\) died"):
+    with pytest.raises(WorkerDiedError, match=r"Ray actor 1 \(hosting envs 2\.\.3\) died"):
         for _ in range(3):
             envs.step(np.zeros(4, np.int64))
     envs.close()  # no hang on the dead actor

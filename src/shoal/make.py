@@ -67,10 +67,12 @@ def make(
         num_envs: how many envs.
         backend: ``"serial"`` (in this process), ``"multiprocessing"`` (worker processes, shared memory) or
             ``"ray"`` (Ray actors, on one machine or a cluster; ``pip install "shoal[ray]"``).
-        num_workers: how many groups step in parallel (processes or actors); default: one per core. Envs are split
-            evenly into consecutive groups, several envs per worker.
+        num_workers: how many workers step envs in parallel (processes or actors); default: one per core. Envs
+            are split evenly into consecutive shares, several envs per worker.
         batch_size: with ``batch_size < num_envs``, ``recv()`` returns the first ``batch_size`` envs to finish
-            (whole workers; ``info["env_id"]`` names them) and ``send()`` takes their actions in that order.
+            (``info["env_id"]`` names them) and ``send()`` takes their actions in that order; ``num_envs`` must then
+            be divisible by ``num_workers``. Each worker's share is cut into groups that divide the batch (at
+            least two per worker), and a worker steps its next group while you handle the one it returned.
         autoreset_mode: ``"next_step"``, ``"same_step"`` or ``"disabled"``, with Gymnasium's semantics.
         seed: seed of the first ``reset()`` when it is called without one.
         copy: return copies of the observations (else views into shared memory, valid until the next step).

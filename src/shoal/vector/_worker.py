@@ -1,9 +1,10 @@
 """The loop each multiprocessing worker runs: one engine over its group's rows of the shared buffers.
 
-Protocol on the worker's pipe (parent -> worker): :data:`STEP` (one byte; the actions are already in shared memory),
-a pickled :class:`~shoal.vector.engine.Command`, or :data:`CLOSE`. Worker -> parent: :data:`OK` (empty: nothing to
+Protocol on the worker's pipe (parent -> worker): :func:`step_message` (two bytes, :data:`STEP` and which of the
+worker's groups; the actions are already in shared memory), a pickled :class:`~shoal.vector.engine.Command`, or
+:data:`CLOSE`. Worker -> parent, one answer per command in the order they came: :data:`OK` (empty: nothing to
 report, the results are in shared memory) or a pickled ``(ok, value)`` pair carrying infos, call results or an
-error. So a step whose infos are empty moves one byte each way and no pickle.
+error. So a step whose infos are empty moves two bytes there, none back, and no pickle.
 """
 
 from __future__ import annotations
@@ -28,6 +29,11 @@ READY = b"\x03"
 OK = b""
 _ORPHAN_POLL_S = 1.0
 log = logging.getLogger(__name__)  # how often a waiting worker checks that its parent is still alive
+
+
+def step_message(local_group: int) -> bytes:
+    """The message that steps the worker's group ``local_group`` (its index among the worker's groups)."""
+    return STEP + bytes((local_group,))
 
 
 def error_reply(exc: BaseException) -> bytes:
@@ -72,9 +78,16 @@ def wait_readable(conn: Any, spin_s: float, timeout: float | None) -> bool:
 
 
 def run(
-    conn: Any, memory: Any, spec: BufferSpec, factory_bytes: bytes, ids: range, autoreset_mode: Any, spin_s: float
+    conn: Any,
+    memory: Any,
+    spec: BufferSpec,
+    factory_bytes: bytes,
+    groups: list[range],
+    autoreset_mode: Any,
+    spin_s: float,
 ) -> None:
-    """Worker entry point (the target of ``multiprocessing.Process``)."""
+    """Worker entry point (the target of ``multiprocessing.Process``): one engine over ``groups`` (consecutive)."""
+    ids = range(groups[0].start, groups[-1].stop)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it closes us
     parent = os.getppid()
     buffers = spec.view(memory)
@@ -84,7 +97,7 @@ def run(
         conn.send_bytes(error_reply(exc))
         return
     conn.send_bytes(READY)
-    all_ids = np.arange(ids.start, ids.stop)
+    group_ids = [np.arange(g.start, g.stop) for g in groups]
     try:
         while True:
             # Spin briefly (spin_s is 0 when processes outnumber cores), then block, waking now and then to notice
@@ -98,8 +111,8 @@ def run(
             if message == CLOSE:
                 return
             try:
-                if message == STEP:
-                    answer = reply(engine.step(all_ids))
+                if message[:1] == STEP:
+                    answer = reply(engine.step(group_ids[message[1]]))
                 else:
                     answer = reply(engine.execute(pickle.loads(message)))
             except BaseException as exc:

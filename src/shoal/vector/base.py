@@ -154,12 +154,12 @@ class VectorEnv(gymnasium.vector.VectorEnv):
             self.observation_space = observation_space or batch_space(single_observation_space, self.batch_size)
         self.action_space = batch_space(single_action_space, self.batch_size)
 
-        self.groups = split_groups(self.num_envs, self.num_workers)
+        self.groups, hosts = self._layout()
         self._group_arrays = [np.arange(r.start, r.stop) for r in self.groups]
         self._held_cache: tuple[tuple[int, ...], np.ndarray] = ((), np.zeros(0, np.int64))
         spec = BufferSpec(self.num_envs, self._obs_layout, self._action_layout, dict(extras or {}))
         self._transport = self._make_transport(
-            factory, spec, backend, context=context, daemon=daemon, inline=inline, address=address
+            factory, spec, backend, hosts, context=context, daemon=daemon, inline=inline, address=address
         )
         self._buffers = self._transport.buffers
         self._state = AsyncState.DEFAULT
@@ -199,18 +199,31 @@ class VectorEnv(gymnasium.vector.VectorEnv):
             raise ConfigError(f"batch_size must be between 1 and num_envs={self.num_envs}, got {batch_size}")
         if self.num_envs % self.num_workers:
             raise ConfigError(
-                f"batch_size < num_envs returns whole workers, so num_envs ({self.num_envs}) must be divisible by "
-                f"num_workers ({self.num_workers})"
-            )
-        per_worker = self.num_envs // self.num_workers
-        if batch_size % per_worker:
-            raise ConfigError(
-                f"batch_size ({batch_size}) must be a multiple of the envs per worker "
-                f"(num_envs / num_workers = {per_worker}); try batch_size={max(per_worker, batch_size // per_worker * per_worker)}"
+                f"batch_size < num_envs shares the envs evenly among the workers, so num_envs ({self.num_envs}) must "
+                f"be divisible by num_workers ({self.num_workers})"
             )
         return int(batch_size)
 
-    def _make_transport(self, factory: EngineFactory, spec: BufferSpec, backend: str, **options: Any) -> Transport:
+    def _layout(self) -> tuple[list[range], list[list[int]]]:
+        """The groups of envs (each stepped as one; an asynchronous batch is whole groups) and each worker's groups.
+
+        Synchronous: one group per worker. Asynchronous: groups of the largest size that divides both a worker's
+        share and the batch and is at most half a worker's share, so that a worker hosts at least two groups and
+        steps the next one while the caller handles the one it just returned (EnvPool keeps its threads busy the
+        same way, with a queue of envs).
+        """
+        if not self.is_async:
+            groups = split_groups(self.num_envs, self.num_workers)
+            return groups, [[g] for g in range(len(groups))]
+        share = self.num_envs // self.num_workers
+        size = max(d for d in range(1, max(share // 2, 1) + 1) if share % d == 0 and self.batch_size % d == 0)
+        per_worker = share // size
+        groups = split_groups(self.num_envs, self.num_envs // size)
+        return groups, [list(range(w * per_worker, (w + 1) * per_worker)) for w in range(self.num_workers)]
+
+    def _make_transport(
+        self, factory: EngineFactory, spec: BufferSpec, backend: str, hosts: list[list[int]], **options: Any
+    ) -> Transport:
         if backend == "serial":
             from shoal.vector.serial import SerialTransport
 
@@ -218,7 +231,7 @@ class VectorEnv(gymnasium.vector.VectorEnv):
         if backend == "ray":
             from shoal.vector.ray_transport import RayTransport
 
-            return RayTransport(factory, self.groups, spec, self.autoreset_mode, address=options["address"])
+            return RayTransport(factory, self.groups, spec, self.autoreset_mode, hosts, address=options["address"])
         from shoal.vector.multiproc import MultiprocessingTransport
 
         return MultiprocessingTransport(
@@ -226,6 +239,7 @@ class VectorEnv(gymnasium.vector.VectorEnv):
             self.groups,
             spec,
             self.autoreset_mode,
+            hosts,
             context=options["context"],
             daemon=options["daemon"],
             inline=options["inline"],

@@ -3,8 +3,10 @@
 * Memory: one ``RawArray`` holds all buffers. Unlike ``multiprocessing.shared_memory``, its backing file is unlinked
   the moment it is created (an anonymous mapping under fork), so nothing can outlive the processes, even when the
   parent is killed with SIGKILL; and it works under fork, spawn and forkserver alike, on Linux and macOS.
-* Signalling: one pipe per worker carries one byte per step each way; infos, errors and call results, which are
-  rare, ride the same pipe pickled. Waiting is a bounded spin, then a blocking read: when there are no more
+* Signalling: one pipe per worker carries two bytes per step there and none back; infos, errors and call results,
+  which are rare, ride the same pipe pickled. A worker may host several groups and answers their commands in the
+  order it got them, so in asynchronous mode it steps its next group while the caller handles the one it just
+  returned (EnvPool's queue, per worker), instead of idling until the caller's next ``send``. Waiting is a bounded spin, then a blocking read: when there are no more
   processes than cores, a waiter polls its pipe for up to ``spin_us`` (a short wait then skips the sleep/wake-up
   round trip, ~50 us on a small VM), then sleeps, so a long wait (a model running) costs nothing. With more
   processes than cores nobody spins: a spinning waiter would take a core from the envs (PufferLib 3.0 runs slower
@@ -19,7 +21,8 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import pickle
-from multiprocessing.connection import wait
+import select
+from collections import deque
 from typing import Any, Sequence
 
 import cloudpickle
@@ -41,7 +44,7 @@ class MultiprocessingTransport(Transport):
     Args:
         context: ``"fork"``, ``"spawn"``, ``"forkserver"`` or None for the platform default.
         daemon: start workers as daemons (they cannot start processes of their own).
-        inline: host group 0 in the calling process.
+        inline: host group 0 in the calling process (it must be a host of its own).
         spin_us: how long a waiter polls before it sleeps; default: 100 when processes <= cores, else 0.
     """
 
@@ -51,14 +54,18 @@ class MultiprocessingTransport(Transport):
         groups: Sequence[range],
         spec: BufferSpec,
         autoreset_mode: AutoresetMode,
+        hosts: Sequence[Sequence[int]] | None = None,
         *,
         context: str | None = None,
         daemon: bool = True,
         inline: bool = False,
         spin_us: float | None = None,
     ) -> None:
-        super().__init__(factory, groups, spec, autoreset_mode)
-        processes = len(self.groups) + (0 if inline else 1)
+        super().__init__(factory, groups, spec, autoreset_mode, hosts)
+        if inline and self.hosts[0] != [0]:
+            raise ValueError("inline: group 0 must be a host of its own")
+        self._local = {g: members.index(g) for members in self.hosts for g in members}  # index within its host
+        processes = len(self.hosts) + (0 if inline else 1)
         if spin_us is None:
             spin_us = _DEFAULT_SPIN_US if processes <= (os.cpu_count() or 1) else 0.0
         self._spin_s = spin_us / 1e6
@@ -67,31 +74,33 @@ class MultiprocessingTransport(Transport):
         self.buffers = spec.view(self._memory)
         self._inline = inline
         self._engine = None
-        self._procs: dict[int, Any] = {}
-        self._conns: dict[int, Any] = {}
+        self._procs: dict[int, Any] = {}  # host -> worker process
+        self._conns: dict[int, Any] = {}  # host -> pipe
+        self._queued: dict[int, deque[int]] = {}  # host -> its groups sent a command, in the order sent
+        self._answers: dict[int, tuple[bool, Any]] = {}  # group -> answer read, not yet collected (in arrival order)
         self._in_flight: list[int] = []
-        self._inline_answer: tuple[bool, Any] | None = None
         factory_bytes = cloudpickle.dumps(factory)
         try:
-            for group, ids in enumerate(self.groups):
-                if inline and group == 0:
+            for host, members in enumerate(self.hosts):
+                if inline and host == 0:
                     continue
                 parent_end, child_end = ctx.Pipe(duplex=True)
                 proc = ctx.Process(
                     target=_worker.run,
-                    args=(child_end, self._memory, spec, factory_bytes, ids, autoreset_mode, self._spin_s),
-                    name=f"shoal-worker-{group}",
+                    args=(child_end, self._memory, spec, factory_bytes, [self.groups[g] for g in members],
+                          autoreset_mode, self._spin_s),
+                    name=f"shoal-worker-{host}",
                     daemon=daemon,
                 )
                 proc.start()
                 child_end.close()
-                self._procs[group], self._conns[group] = proc, parent_end
+                self._procs[host], self._conns[host], self._queued[host] = proc, parent_end, deque()
             if inline:
                 self._engine = factory(self.groups[0], self.buffers, autoreset_mode)
-            for group in self._conns:
-                answer = self._receive(group)
+            for host in self._conns:
+                answer = self._receive(host)
                 if answer != (True, _worker.READY):
-                    raise_first([(group, answer)])
+                    raise_first([(self.hosts[host][0], answer)])
         except BaseException:
             self.close()
             raise
@@ -100,65 +109,72 @@ class MultiprocessingTransport(Transport):
 
     def dispatch(self, commands: dict[int, Command]) -> None:
         for group, command in commands.items():
-            if group in self._conns:
+            if not (self._inline and group == 0):
                 self._send(group, command)
         if self._inline and 0 in commands:  # step our own share while the workers step theirs
             try:
-                self._inline_answer = (True, self._engine.execute(commands[0]))
+                self._answers[0] = (True, self._engine.execute(commands[0]))
             except Exception as exc:
-                self._inline_answer = (False, exc)
+                self._answers[0] = (False, exc)
             self._in_flight.append(0)
 
     def collect(self, groups: Sequence[int]) -> list[tuple[int, Any]]:
+        for group in groups:
+            while group not in self._answers:
+                self._read(self.host_of[group])
         answers = []
         for group in groups:
             self._in_flight.remove(group)
-            answers.append((group, self._answer(group)))
+            answers.append((group, self._answers.pop(group)))
         return raise_first(answers)
 
     def collect_any(self, count: int) -> list[tuple[int, Any]]:
-        order: list[int] = []
-        if self._inline and 0 in self._in_flight:
-            order.append(0)
-        while len(order) < count:
-            remote = [self._conns[g] for g in self._in_flight if g in self._conns and g not in order]
-            ready = set(wait(remote))
-            answered = [g for g in self._in_flight if g in self._conns and self._conns[g] in ready]
-            # A dead worker's pipe is ready too (EOF): report it first, or healthy workers would starve it.
-            answered.sort(key=lambda g: self._procs[g].is_alive())
-            order += answered[: count - len(order)]
-        return self.collect(order[:count])
+        while len(self._answers) < count:
+            waiting = {self._conns[h].fileno(): h for h, queue in self._queued.items() if queue}
+            ready = [waiting[fd] for fd in select.select(list(waiting), [], [])[0]]  # one call, no selector to build
+            # A dead worker's pipe is ready too (EOF): read it first, or healthy workers would starve it.
+            for host in sorted(ready, key=lambda h: self._procs[h].is_alive()):
+                self._read(host)
+        return self.collect(list(self._answers)[:count])
 
     def _send(self, group: int, command: Command) -> None:
-        message = _worker.STEP if command.op is Op.STEP else pickle.dumps(command, protocol=pickle.HIGHEST_PROTOCOL)
+        host = self.host_of[group]
+        if command.op is Op.STEP:
+            message = _worker.step_message(self._local[group])
+        else:
+            message = pickle.dumps(command, protocol=pickle.HIGHEST_PROTOCOL)
         try:
-            self._conns[group].send_bytes(message)
+            self._conns[host].send_bytes(message)
         except (BrokenPipeError, ConnectionResetError, EOFError):
-            raise self._died(group) from None
+            raise self._died(host) from None
+        self._queued[host].append(group)
         self._in_flight.append(group)
 
-    def _answer(self, group: int) -> tuple[bool, Any]:
-        if group not in self._conns:
-            answer, self._inline_answer = self._inline_answer, None
-            assert answer is not None
-            return answer
-        return self._receive(group)
+    def _read(self, host: int) -> None:
+        """Read the next answer of ``host``: it belongs to the group it was sent a command for first."""
+        answer = self._receive(host)
+        queue = self._queued[host]
+        if answer[0] or not isinstance(answer[1], WorkerDiedError):
+            self._answers[queue.popleft()] = answer
+            return
+        while queue:  # the worker died: every group it still owed an answer gets the error
+            self._answers[queue.popleft()] = answer
 
-    def _receive(self, group: int) -> tuple[bool, Any]:
-        conn = self._conns[group]
+    def _receive(self, host: int) -> tuple[bool, Any]:
+        conn = self._conns[host]
         try:
             _worker.wait_readable(conn, self._spin_s, None)
             message = conn.recv_bytes()
         except (EOFError, ConnectionResetError, OSError):
-            return (False, self._died(group))
+            return (False, self._died(host))
         return _worker.decode(message)
 
-    def _died(self, group: int) -> EnvError:
-        proc = self._procs[group]
+    def _died(self, host: int) -> EnvError:
+        proc = self._procs[host]
         proc.join(timeout=1.0)
-        ids = self.groups[group]
+        ids = self.host_ids(host)
         return WorkerDiedError(
-            f"worker {group} (pid {proc.pid}, hosting envs {ids.start}..{ids.stop - 1}) died with exit code "
+            f"worker {host} (pid {proc.pid}, hosting envs {ids.start}..{ids.stop - 1}) died with exit code "
             f"{proc.exitcode}{' (killed by signal ' + str(-proc.exitcode) + ')' if (proc.exitcode or 0) < 0 else ''}; "
             f"close() this vector env and make a new one",
             env_id=ids.start,
@@ -182,7 +198,7 @@ class MultiprocessingTransport(Transport):
                 proc.join()
         for conn in self._conns.values():
             conn.close()
-        self._procs, self._conns, self._in_flight = {}, {}, []
+        self._procs, self._conns, self._queued, self._answers, self._in_flight = {}, {}, {}, {}, []
         engine, self._engine = self._engine, None
         if engine is not None:
             engine.close()

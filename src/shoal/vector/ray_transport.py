@@ -58,7 +58,7 @@ def cluster_cpus(address: str | None = None) -> int:
 
 
 class EngineHost:
-    """The actor class: one engine over one group of envs (global ids ``start..stop-1``)."""
+    """The actor class: one engine over envs ``start..stop-1`` (one or more groups; it runs their commands in order)."""
 
     def __init__(self, factory_bytes: bytes, start: int, stop: int, spec: BufferSpec, autoreset_mode: Any) -> None:
         self.ids = range(start, stop)
@@ -72,14 +72,15 @@ class EngineHost:
     def ready(self) -> bytes:
         return self.error if self.error is not None else _worker.READY
 
-    def execute(self, command: Command, actions: Any) -> tuple[bytes, tuple]:
+    def execute(self, command: Command, actions: Any, group: range) -> tuple[bytes, tuple]:
+        """Run ``command`` for the group of envs ``group`` (``actions``: its rows of the actions, for a step)."""
         if actions is not None:
-            self.buffers.actions[self.ids.start : self.ids.stop] = actions
+            self.buffers.actions[group.start : group.stop] = actions
         try:
             reply = _worker.reply(self.engine.execute(command))
         except BaseException as exc:
             reply = _worker.error_reply(exc)
-        return reply, rows_of(self.buffers, self.ids)
+        return reply, rows_of(self.buffers, group)
 
     def close(self) -> None:
         """Close the envs and end this actor (its process exits; later calls fail with ``ActorDiedError``)."""
@@ -114,10 +115,11 @@ class RayTransport(Transport):
         groups: Sequence[range],
         spec: BufferSpec,
         autoreset_mode: AutoresetMode,
+        hosts: Sequence[Sequence[int]] | None = None,
         *,
         address: str | None = None,
     ) -> None:
-        super().__init__(factory, groups, spec, autoreset_mode)
+        super().__init__(factory, groups, spec, autoreset_mode, hosts)
         ray = self._ray = connect(address)
         self.buffers = spec.allocate()
         self._actors: list[Any] = []
@@ -129,9 +131,11 @@ class RayTransport(Transport):
             # (waiting forever) once the first one holds every CPU; the OS shares the cores, as with processes.
             host = ray.remote(EngineHost).options(num_cpus=0, scheduling_strategy="SPREAD", max_restarts=0)
             factory_bytes = cloudpickle.dumps(factory)
-            self._actors = [host.remote(factory_bytes, g.start, g.stop, spec, autoreset_mode) for g in self.groups]
-            replies = self._get([a.ready.remote() for a in self._actors], list(range(len(self.groups))), _START_S)
-            raise_first([(g, _worker.decode(r)) for g, r in enumerate(replies) if r != _worker.READY])
+            spans = [self.host_ids(h) for h in range(len(self.hosts))]
+            self._actors = [host.remote(factory_bytes, s.start, s.stop, spec, autoreset_mode) for s in spans]
+            firsts = [members[0] for members in self.hosts]
+            replies = self._get([a.ready.remote() for a in self._actors], firsts, _START_S)
+            raise_first([(g, _worker.decode(r)) for g, r in zip(firsts, replies) if r != _worker.READY])
         except BaseException:
             self.close()
             raise
@@ -142,7 +146,7 @@ class RayTransport(Transport):
         for group, command in commands.items():
             ids = self.groups[group]
             actions = self.buffers.actions[ids.start : ids.stop] if command.op is Op.STEP else None
-            self._in_flight[group] = self._actors[group].execute.remote(command, actions)
+            self._in_flight[group] = self._actors[self.host_of[group]].execute.remote(command, actions, ids)
 
     def collect(self, groups: Sequence[int]) -> list[tuple[int, Any]]:
         refs = [self._in_flight.pop(g) for g in groups]
@@ -169,9 +173,10 @@ class RayTransport(Transport):
             dead = next((g for g, ref in zip(groups, refs) if _failed(self._ray, ref)), groups[0])
             for g in groups:  # the others' answers are lost with this batch: nothing is in flight for them now
                 self._in_flight.pop(g, None)
-            ids = self.groups[dead]
+            host = self.host_of[dead]
+            ids = self.host_ids(host)
             raise WorkerDiedError(
-                f"Ray actor of group {dead} (hosting envs {ids.start}..{ids.stop - 1}) died: "
+                f"Ray actor {host} (hosting envs {ids.start}..{ids.stop - 1}) died: "
                 f"{str(exc).splitlines()[0]}; close() this vector env and make a new one",
                 env_id=ids.start,
             ) from exc

@@ -2,7 +2,9 @@
 
 A backend knows nothing of autoreset, seeds, sequences or infos (the engine and the vector env own those); it only
 carries :class:`~shoal.vector.engine.Command` objects to groups and results back, the way httpx's ``BaseTransport``
-only carries requests. Group ``g`` hosts envs ``groups[g]`` (a range of global env ids).
+only carries requests. Group ``g`` is envs ``groups[g]`` (a range of global env ids), the unit of stepping; a host
+(a worker process, a Ray actor) runs one engine over the consecutive groups ``hosts[h]`` and answers their commands
+in the order it was sent them, so a host can step one group while the caller handles another.
 """
 
 from __future__ import annotations
@@ -27,14 +29,27 @@ class Transport(ABC):
         groups: the env ids of each group.
         spec: the buffers to allocate; :attr:`buffers` are this process's views of them.
         autoreset_mode: passed to every engine.
+        hosts: the groups each host runs (consecutive group indices); default: one group per host.
     """
 
     buffers: Buffers
 
     def __init__(
-        self, factory: EngineFactory, groups: Sequence[range], spec: BufferSpec, autoreset_mode: AutoresetMode
+        self,
+        factory: EngineFactory,
+        groups: Sequence[range],
+        spec: BufferSpec,
+        autoreset_mode: AutoresetMode,
+        hosts: Sequence[Sequence[int]] | None = None,
     ) -> None:
         self.groups = list(groups)
+        self.hosts = [list(h) for h in hosts] if hosts is not None else [[g] for g in range(len(self.groups))]
+        self.host_of = {g: h for h, members in enumerate(self.hosts) for g in members}
+
+    def host_ids(self, host: int) -> range:
+        """The env ids of host ``host``: its groups' ids, which are consecutive."""
+        members = self.hosts[host]
+        return range(self.groups[members[0]].start, self.groups[members[-1]].stop)
 
     @abstractmethod
     def dispatch(self, commands: dict[int, Command]) -> None:

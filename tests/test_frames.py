@@ -30,18 +30,21 @@ def reference_push(stack_rows, screens, fill, size, maxpool):
     seed=st.integers(0, 2**32 - 1),
 )
 def test_push_equals_opencv(height, width, grayscale, maxpool, levels, seed):
+    # Three envs, two slots of obs rows: each step moves the stacks of envs 2 and 0 to the other slot.
     rng = np.random.default_rng(seed)
-    shape = (3, 2, height, width) if grayscale else (3, 2, height, width, 3)
+    shape = (6, 2, height, width) if grayscale else (6, 2, height, width, 3)
     obs = np.zeros(shape, np.uint8)
-    frames = FrameStack(obs, grayscale, maxpool)
+    frames = FrameStack(obs, grayscale, maxpool, num_envs=3)
     expected = obs.copy()
-    for step in range(3):
+    envs = np.array([2, 0], np.int64)
+    for step in range(4):
         frames.screens[:] = rng.integers(0, levels, frames.screens.shape, dtype=np.uint8) * (255 // (levels - 1))
         screens = frames.screens.copy()
-        rows = np.array([2, 0], np.int64)
-        frames.push(rows, fill=step == 0)
-        for row in rows:
-            reference_push(expected[row], screens[row], step == 0, (height, width), maxpool)
+        rows, previous = envs + 3 * (step % 2), envs + 3 * ((step + 1) % 2)
+        frames.push(envs, rows, previous, fill=step == 0)
+        for env, row, before in zip(envs, rows, previous):
+            expected[row] = expected[before]
+            reference_push(expected[row], screens[env], step == 0, (height, width), maxpool)
     np.testing.assert_array_equal(obs, expected)
 
 
@@ -53,6 +56,8 @@ def test_the_kernel_takes_the_usual_sizes_and_opencv_the_rest():
 
 def test_kernel_rejects_rows_outside_the_buffers():
     obs = np.zeros((2, 4, 84, 84), np.uint8)
-    frames = FrameStack(obs, True, True)
-    with pytest.raises(IndexError, match="outside obs"):
-        frames.push(np.array([2], np.int64))
+    frames = FrameStack(obs, True, True, num_envs=2)
+    inside, outside = np.array([1], np.int64), np.array([2], np.int64)
+    for screens, rows, previous in [(inside, outside, inside), (inside, inside, outside), (outside, inside, inside)]:
+        with pytest.raises(IndexError, match="outside obs"):
+            frames.push(screens, rows, previous)

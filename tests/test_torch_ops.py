@@ -143,6 +143,61 @@ def test_held_tensors_never_change_and_released_ones_are_reused():
         assert len(pool) == 6 and torch.equal(view, view_then)
 
 
+def _in_shared_memory(tensor, envs):
+    start = envs._buffers.obs.ctypes.data
+    return start <= tensor.data_ptr() < start + envs._buffers.obs.nbytes
+
+
+def test_observations_are_the_shared_memory_the_workers_wrote():
+    # No copy beyond the one into shared memory: a loop that keeps the previous observation gets the workers' own
+    # slots, alternately; with two held, the next step is copied out, and every value equals the numpy path's.
+    with atari(games=["breakout", "pong"], backend="multiprocessing", num_workers=2, inline=False) as envs, atari(
+        games=["breakout", "pong"]
+    ) as reference:
+        envs.reset(seed=4)
+        reference.reset(seed=4)
+        handle, send, step, recv, get_last_info, _ = envs.torch()
+        pointers = []
+        for actions in random_actions(reference, 40, seed=2):
+            expected = reference.step(actions)
+            send(handle, torch.from_numpy(actions))  # the previous step's obs is still held here
+            obs, *rest = recv(handle)
+            assert _in_shared_memory(obs, envs) and torch.equal(obs, torch.from_numpy(expected[0]))
+            pointers.append(obs.data_ptr())
+        assert len(set(pointers)) == 2 and pointers[0::2] == [pointers[0]] * 20
+        previous = obs
+        obs, *_ = step(handle, torch.from_numpy(random_actions(reference, 1, seed=4)[0]))
+        reference.step(random_actions(reference, 1, seed=4)[0])
+        assert _in_shared_memory(obs, envs) and obs.data_ptr() != previous.data_ptr()
+        kept = [obs, obs.clone(), previous, previous.clone()]  # both slots held now
+        for actions in random_actions(reference, 5, seed=3):
+            expected = reference.step(actions)
+            copied, *_ = step(handle, torch.from_numpy(actions))
+            assert not _in_shared_memory(copied, envs) and torch.equal(copied, torch.from_numpy(expected[0]))
+        assert torch.equal(kept[0], kept[1]) and torch.equal(kept[2], kept[3])
+
+
+def test_calls_and_resets_never_write_a_held_observation():
+    with atari(games=["breakout", "pong"]) as envs, atari(games=["breakout", "pong"]) as reference:
+        envs.reset(seed=6)
+        reference.reset(seed=6)
+        handle, send, step, recv, get_last_info, _ = envs.torch()
+        actions = [np.array([1, 2]), np.array([3, 0]), np.array([2, 1])]
+        obs, *_ = step(handle, torch.from_numpy(actions[0]))
+        reference.step(actions[0])
+        states = envs.clone_state()
+        obs, *_ = step(handle, torch.from_numpy(actions[1]))
+        held, then = obs, obs.clone()
+        envs.restore_state(states)  # rewrites each env's observation, in the numpy path's slot
+        reference_obs, *_ = reference.step(actions[2])
+        got = envs.step(actions[2])[0]
+        np.testing.assert_array_equal(got, reference_obs)
+        mask = np.array([True, False])
+        reset_obs, _ = envs.reset(options={"reset_mask": mask})
+        assert torch.equal(held, then)
+        np.testing.assert_array_equal(reset_obs[1], got[1])  # the env not reset keeps its observation
+
+
 def test_no_allocation_per_step_in_the_op_path():
     with atari(games=["breakout"] * 4) as envs:
         envs.reset(seed=0)

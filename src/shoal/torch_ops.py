@@ -20,15 +20,22 @@ one-element *token* tensor that every op declares it mutates: that chains ``send
 calls in program order through real data dependencies (inductor may otherwise move a ``recv`` before its ``send``,
 and in torch 2.13 it does not keep registered effects in order for ops with several outputs).
 
-**Returned tensors are never overwritten while anything holds them.** Every output is written into a set of
-tensors allocated once and reused: ``recv`` fills a set that nobody references any more (neither the tensors nor a
-view of them: Python reference counts and storage use counts are back to the pool's own), and only when every set is
-still held does it allocate one more. So a caller, or a compiled graph (which may schedule a read of step ``k``'s
-observation after later ``recv`` calls), can keep any returned tensor as long as it likes; a loop that drops the
-previous step's tensors runs on two sets and allocates nothing. On CPU each ``recv`` copies the batch once, from the
-shared memory the workers wrote into the free set (a view of the shared memory itself would change under a model
-running between ``send`` and ``recv``); with a CUDA ``device`` each set is pinned host memory copied to a device set
-without blocking. dtypes are the numpy path's (float64 rewards, bool flags, int32 ``steps_taken``).
+**Returned tensors are never overwritten while anything holds them.** A tensor counts as held while Python
+references it or a view of it (reference counts and storage use counts above the pool's own); a compiled graph,
+which may schedule a read of step ``k``'s observation after later ``recv`` calls, holds what it will read.
+
+* Observations on CPU: no copy beyond the one into shared memory. The shared buffers have two observation slots to
+  hand out (:mod:`shoal.vector.buffers`); ``send`` aims the step at a slot nothing holds, the envs write their
+  observations there, and ``recv`` returns that slot as a tensor (a view of its rows in asynchronous mode). A loop
+  that keeps the previous observation while it steps runs on the two slots and copies nothing. When both are held
+  (or an asynchronous batch straddles slots), the step goes to the numpy path's slot and ``recv`` copies the batch
+  once into a set of tensors like the other outputs.
+* Everything else (rewards, flags, ``steps_taken``, infos), and observations for a CUDA ``device``: written into a
+  set of tensors allocated once and reused when nothing holds it; only when every set is held is one more
+  allocated, so a loop that drops the previous step's tensors allocates nothing. With a CUDA ``device`` a set is
+  pinned host memory copied to a device set without blocking.
+
+dtypes are the numpy path's (float64 rewards, bool flags, int32 ``steps_taken``).
 """
 
 from __future__ import annotations
@@ -89,6 +96,37 @@ def _use_count(storage: torch.UntypedStorage) -> int:
 _OUTPUTS = ("obs", "reward", "terminated", "truncated", "steps_taken")
 
 
+class SharedSlots:
+    """The observation slots of a vector env's shared buffers that the ops hand out as tensors (slots 1 and up)."""
+
+    def __init__(self, envs: Any) -> None:
+        self.buffers = envs._buffers
+        flat = envs._obs_layout.flat if envs.flatten else (lambda a: a)
+        count = len(self.buffers.obs) // envs.num_envs
+        self.tensors = {k: torch.from_numpy(flat(self.buffers.slot(k))) for k in range(1, count)}
+        self._storages = {k: t.untyped_storage() for k, t in self.tensors.items()}
+        self._free = {k: (sys.getrefcount(t), _use_count(self._storages[k])) for k, t in self.tensors.items()}
+        envs._slots_used = True
+
+    def free(self) -> int:
+        """A slot nothing holds (0, the numpy path's slot, when every one is held)."""
+        for k, tensor in self.tensors.items():
+            if (sys.getrefcount(tensor), _use_count(self._storages[k])) == self._free[k]:
+                return k
+        return 0
+
+    def batch(self, rows: Any) -> torch.Tensor | None:
+        """The received batch at ``rows`` as a tensor over its slot, or None when it is not one block of one slot."""
+        if not isinstance(rows, slice):
+            return None
+        slots = self.buffers.obs_slot[rows]
+        k = int(slots[0])
+        if k == 0 or not (slots == k).all():
+            return None
+        tensor = self.tensors[k]
+        return tensor if rows == slice(None) else tensor[rows]
+
+
 class TorchEnv:
     """A vector env's output tensors, behind one handle of the ops.
 
@@ -107,7 +145,7 @@ class TorchEnv:
         self.device = torch.device(device)
         b = envs._buffers
         self._src = {  # where each output is read from: the vector env's buffers
-            "obs": envs._obs_layout.flat(b.obs) if envs.flatten else b.obs,
+            "obs": self._flat(b.obs),  # for its shape: recv reads observations from their slot
             "reward": b.rewards,
             "terminated": b.terminations,
             "truncated": b.truncations,
@@ -119,6 +157,7 @@ class TorchEnv:
         self._shapes["env_id"] = ((envs.batch_size,), np.dtype(np.int64))
         self.pool = [self._new_set() for _ in range(2)]
         self._last: OutputSet | None = None
+        self.slots = SharedSlots(envs) if self.device.type == "cpu" else None
         self.handle = next(_NEXT_HANDLE)
 
     def _new_set(self) -> OutputSet:
@@ -129,20 +168,28 @@ class TorchEnv:
     # -- the work behind the ops -------------------------------------------------------------------------------------
 
     def send(self, actions: torch.Tensor, offsets: torch.Tensor | None, gamma: float) -> None:
-        if offsets is None:
-            self.envs.send(_numpy(actions))
-        else:
-            self.envs.send_sequences(_numpy(actions), _numpy(offsets), gamma)
+        envs = self.envs
+        envs._write_slot = self.slots.free() if self.slots is not None else 0
+        try:
+            if offsets is None:
+                envs.send(_numpy(actions))
+            else:
+                envs.send_sequences(_numpy(actions), _numpy(offsets), gamma)
+        finally:
+            envs._write_slot = 0
 
     def recv(self) -> tuple[torch.Tensor, ...]:
         _, ids, rows = self.envs._receive()
+        obs = self.slots.batch(rows) if self.slots is not None else None
         outputs = self._free_set()
         arrays = outputs.arrays
-        if ids is None or isinstance(rows, slice):
-            for name, src in self._src.items():
+        for name, src in self._src.items():
+            if name == "obs":
+                if obs is None:  # the numpy path's slot, or several: one copy
+                    np.copyto(arrays[name], self._flat(self.envs._obs_batch(rows)[0]))
+            elif ids is None or isinstance(rows, slice):
                 np.copyto(arrays[name], src[rows])
-        else:
-            for name, src in self._src.items():
+            else:
                 np.take(src, ids, axis=0, out=arrays[name])
         if ids is not None:
             arrays["env_id"][:] = ids
@@ -151,7 +198,10 @@ class TorchEnv:
                 outputs.tensors[name].copy_(tensor, non_blocking=True)
             outputs.copied.record()
         self._last = outputs
-        return outputs.outputs
+        return outputs.outputs if obs is None else (obs, *outputs.outputs[1:])
+
+    def _flat(self, obs: np.ndarray) -> np.ndarray:
+        return self.envs._obs_layout.flat(obs) if self.envs.flatten else obs
 
     def _free_set(self) -> OutputSet:
         for outputs in self.pool:

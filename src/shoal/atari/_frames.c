@@ -2,7 +2,8 @@
  *
  * For each env: max-pool its last two screens (in place into the first, as Gymnasium's AtariPreprocessing
  * does), shrink the result with area interpolation, and push it onto the env's frame stack in the observation
- * buffer (shift the stack by one frame, write the new frame last; or fill every slot, after a reset).
+ * buffer (the env's previous stack shifted by one frame, from wherever it is, then the new frame last; or the new
+ * frame in every slot, after a reset).
  *
  * The shrink reproduces OpenCV's cv::resize(..., INTER_AREA) for non-integer scales bit for bit, in two steps:
  *
@@ -103,13 +104,14 @@ static OUT_OF_LINE void shrink_row3(int32_t *restrict total, const uint16_t *res
     }
 }
 
-/* push(frames, obs, rows, screen_rows, maxpool, fill, stack, H, W, C, h, w, xidx, xw, yidx, yw, xfirst, xwi, yfirst,
- *      ywi, den, scratch)
+/* push(frames, obs, rows, src_rows, screen_rows, maxpool, fill, stack, H, W, C, h, w, xidx, xw, yidx, yw, xfirst, xwi,
+ *      yfirst, ywi, den, scratch)
  *
  *   frames  uint8 [M, 2, H, W, C]   screens: the last of a step (slot 0) and the one before (slot 1); slot 0 is
  *                                   overwritten with their max when maxpool
  *   obs     uint8 [N, stack, h, w, C]
- *   rows    int64 [K]               the obs row of each env to push
+ *   rows    int64 [K]               the obs row each env's new stack goes to
+ *   src_rows int64 [K]              the obs row holding its previous stack (may be the same row)
  *   screen_rows int64 [K]           the frames row of each env to push
  *   xidx    int32 [tx, w * C]       source element (column * C + channel) of tap t of destination element x,
  *                                   taps in OpenCV's order of terms
@@ -123,15 +125,15 @@ static OUT_OF_LINE void shrink_row3(int32_t *restrict total, const uint16_t *res
  * With tx == 0 the frame is copied without resizing (h == H and w == W).
  */
 static PyObject *push(PyObject *self, PyObject *args) {
-    PyObject *o_frames, *o_obs, *o_rows, *o_srows, *o_xidx, *o_xw, *o_yidx, *o_yw, *o_xfirst, *o_xwi, *o_yfirst,
+    PyObject *o_frames, *o_obs, *o_rows, *o_src, *o_srows, *o_xidx, *o_xw, *o_yidx, *o_yw, *o_xfirst, *o_xwi, *o_yfirst,
         *o_ywi, *o_scratch;
     int maxpool, fill, stack, H, W, C, h, w, den;
-    if (!PyArg_ParseTuple(args, "OOOOppiiiiiiOOOOOOOOiO", &o_frames, &o_obs, &o_rows, &o_srows, &maxpool, &fill,
+    if (!PyArg_ParseTuple(args, "OOOOOppiiiiiiOOOOOOOOiO", &o_frames, &o_obs, &o_rows, &o_src, &o_srows, &maxpool, &fill,
                           &stack, &H, &W, &C, &h, &w, &o_xidx, &o_xw, &o_yidx, &o_yw, &o_xfirst, &o_xwi, &o_yfirst,
                           &o_ywi, &den, &o_scratch)) {
         return NULL;
     }
-    Buf frames = {0}, obs = {0}, rows = {0}, srows = {0}, xidx = {0}, xw = {0}, yidx = {0}, yw = {0}, xfirst = {0},
+    Buf frames = {0}, obs = {0}, rows = {0}, src = {0}, srows = {0}, xidx = {0}, xw = {0}, yidx = {0}, yw = {0}, xfirst = {0},
         xwi = {0}, yfirst = {0}, ywi = {0}, scratch = {0};
     PyObject *result = NULL;
     const Py_ssize_t screen = (Py_ssize_t)H * W * C, frame = (Py_ssize_t)h * w * C, wc = (Py_ssize_t)w * C;
@@ -141,6 +143,7 @@ static PyObject *push(PyObject *self, PyObject *args) {
     }
     if (get_buffer(o_rows, &rows, 0, 0, "rows") < 0) goto done;
     const Py_ssize_t K = rows.view.len / (Py_ssize_t)sizeof(int64_t);
+    if (get_buffer(o_src, &src, 0, K * (Py_ssize_t)sizeof(int64_t), "src_rows") < 0) goto done;
     if (get_buffer(o_srows, &srows, 0, K * (Py_ssize_t)sizeof(int64_t), "screen_rows") < 0) goto done;
     if (get_buffer(o_frames, &frames, 1, 0, "frames") < 0) goto done;
     if (get_buffer(o_obs, &obs, 1, 0, "obs") < 0) goto done;
@@ -191,9 +194,11 @@ static PyObject *push(PyObject *self, PyObject *args) {
         }
     }
     const int64_t *row_of = (const int64_t *)rows.view.buf, *screen_of = (const int64_t *)srows.view.buf;
+    const int64_t *src_of = (const int64_t *)src.view.buf;
     const Py_ssize_t obs_rows = obs.view.len / (frame * stack), frame_rows = frames.view.len / (2 * screen);
     for (Py_ssize_t k = 0; k < K; k++) {
-        if (row_of[k] < 0 || row_of[k] >= obs_rows || screen_of[k] < 0 || screen_of[k] >= frame_rows) {
+        if (row_of[k] < 0 || row_of[k] >= obs_rows || src_of[k] < 0 || src_of[k] >= obs_rows || screen_of[k] < 0 ||
+            screen_of[k] >= frame_rows) {
             PyErr_Format(PyExc_IndexError, "push: row %lld / screen row %lld outside obs (%zd) / frames (%zd)",
                          (long long)row_of[k], (long long)screen_of[k], obs_rows, frame_rows);
             goto done;
@@ -210,8 +215,9 @@ static PyObject *push(PyObject *self, PyObject *args) {
         uint8_t *last = (uint8_t *)frames.view.buf + screen_of[k] * 2 * screen, *before = last + screen;
         if (maxpool) max_into(last, before, screen);
         uint8_t *slots = (uint8_t *)obs.view.buf + row_of[k] * frame * stack;
+        const uint8_t *previous = (const uint8_t *)obs.view.buf + src_of[k] * frame * stack;
         uint8_t *dst = slots + (Py_ssize_t)(stack - 1) * frame;
-        if (!fill && stack > 1) memmove(slots, slots + frame, (size_t)(stack - 1) * frame);
+        if (!fill && stack > 1) memmove(slots, previous + frame, (size_t)(stack - 1) * frame);
         if (!tx) {
             memcpy(dst, last, (size_t)frame);
         } else {
@@ -261,6 +267,7 @@ done:
     release(&frames);
     release(&obs);
     release(&rows);
+    release(&src);
     release(&srows);
     release(&xidx);
     release(&xw);

@@ -91,7 +91,7 @@ class AtariEngine(Engine):
         self._has_fire = [FIRE in a for a in self.action_sets]
         self._lives = np.zeros(len(env_ids), np.int64)
         self._game_over = np.zeros(len(env_ids), np.bool_)  # the episode ended: reset next (life_loss_info aside)
-        self._frames = FrameStack(buffers.obs[env_ids.start : env_ids.stop], config.grayscale, config.maxpool)
+        self._frames = FrameStack(buffers.obs, config.grayscale, config.maxpool, len(env_ids))
         extras = buffers.extras
         self._lives_out, self._frame_out = extras["lives"], extras["frame_number"]
         self._episode_frame_out, self._raw_out = extras["episode_frame_number"], extras["raw_reward"]
@@ -148,7 +148,8 @@ class AtariEngine(Engine):
             self._reader(ale)(self._frames.screens[local, 0])
             self._frames.screens[local, 1] = 0
             self._write_info(local, 0.0)
-        self._frames.push(local_ids, fill=True)
+        target = self.buffers.target_rows(ids)
+        self._frames.push(local_ids, target, target, fill=True)
         return [{} for _ in range(len(ids))]
 
     # -- step ------------------------------------------------------------------------------------------------------
@@ -173,7 +174,7 @@ class AtariEngine(Engine):
             self._game_over[local] = ended or (config.episodic_life and lost_life)
             b.rewards[env_id] = max(-1, min(1, reward)) if config.reward_clipping else reward
             self._write_info(local, float(reward))
-        self._frames.push(local_ids)
+        self._frames.push(local_ids, b.target_rows(ids), b.obs_rows(ids))
         return [{} for _ in range(len(ids))]
 
     def _run_frames(self, local: int, action: int, strength: float) -> tuple[int, bool, bool]:
@@ -262,7 +263,7 @@ class AtariEngine(Engine):
         return AtariState(
             game=self.config.games[env_id],
             ale_state=self._ale(local).cloneState(include_rng=include_rng),
-            observation=self.buffers.obs[env_id].copy(),
+            observation=self.buffers.obs[self.buffers.obs_rows(env_id)].copy(),
             screens=self._frames.screens[local].copy(),
             lives=int(self._lives[local]),
             needs_reset=bool(self.buffers.needs_reset[env_id]),
@@ -275,7 +276,7 @@ class AtariEngine(Engine):
         if state.game != self.config.games[env_id]:
             raise ConfigError(f"env {env_id} runs {self.config.games[env_id]!r}; this state is of {state.game!r}")
         self._ale(local).restoreState(state.ale_state)
-        self.buffers.obs[env_id] = state.observation
+        self.buffers.obs[self.buffers.obs_rows(env_id)] = state.observation
         self._frames.screens[local] = state.screens
         self._lives[local] = state.lives
         self._game_over[local] = state.needs_reset

@@ -98,9 +98,10 @@ class FrameStack:
     """Max-pools, resizes and stacks the screens of a batch of envs into an observation buffer.
 
     Args:
-        obs: the observation rows, shape ``(num_envs, stack, height, width[, 3])``, written in place.
+        obs: the observation rows, shape ``(rows, stack, height, width[, 3])``, written in place.
         grayscale: screens have one channel (else RGB, three).
         maxpool: observations are the max of the last two screens of a step.
+        num_envs: how many envs (rows of ``screens``).
 
     Each env captures its last two screens of a step into ``screens[i, 0]`` (last) and ``screens[i, 1]`` (the
     one before); :meth:`push` then turns them into the newest frame of its stack.
@@ -109,10 +110,12 @@ class FrameStack:
     obs: np.ndarray
     grayscale: bool
     maxpool: bool
+    num_envs: int
     screens: np.ndarray = field(init=False)
 
     def __post_init__(self) -> None:
-        num_envs, self.stack, self.height, self.width = self.obs.shape[:4]
+        num_envs = self.num_envs
+        self.stack, self.height, self.width = self.obs.shape[1:4]
         self.channels = 1 if self.grayscale else 3
         shape = (SCREEN_HEIGHT, SCREEN_WIDTH) if self.grayscale else (SCREEN_HEIGHT, SCREEN_WIDTH, 3)
         self.screens = np.zeros((num_envs, 2, *shape), np.uint8)
@@ -131,25 +134,26 @@ class FrameStack:
         self._exact = (*exact_taps(SCREEN_WIDTH, self.width), *exact_taps(SCREEN_HEIGHT, self.height))
         self._scratch = np.zeros((SCREEN_WIDTH + 2 * self.width) * self.channels, np.uint32)
 
-    def push(self, rows: np.ndarray, fill: bool = False) -> None:
-        """Turn ``screens[rows]`` into the newest frame of obs rows ``rows`` (``fill``: into every slot).
+    def push(self, screens: np.ndarray, rows: np.ndarray, previous: np.ndarray, fill: bool = False) -> None:
+        """Turn ``screens[screens]`` into the newest frame of obs rows ``rows``, after the stacks of obs rows
+        ``previous`` shifted by one frame (``fill``: the new frame in every slot, ``previous`` unused).
 
-        ``rows`` is an int64 array of row indices.
+        All three are int64 arrays of row indices, one per env; ``previous`` may equal ``rows`` (in place).
         """
         if self._kernel:
             _frames.push(
-                self.screens, self.obs, rows, rows, self.maxpool, fill, self.stack, SCREEN_HEIGHT, SCREEN_WIDTH,
-                self.channels, self.height, self.width, *self._x, *self._y, *self._exact,
+                self.screens, self.obs, rows, previous, screens, self.maxpool, fill, self.stack, SCREEN_HEIGHT,
+                SCREEN_WIDTH, self.channels, self.height, self.width, *self._x, *self._y, *self._exact,
                 SCREEN_HEIGHT * SCREEN_WIDTH, self._scratch,
             )
         else:
-            self._push_with_opencv(rows, fill)
+            self._push_with_opencv(screens, rows, previous, fill)
 
-    def _push_with_opencv(self, rows: np.ndarray, fill: bool) -> None:
+    def _push_with_opencv(self, screens: np.ndarray, rows: np.ndarray, previous: np.ndarray, fill: bool) -> None:
         import cv2
 
-        for row in rows.tolist():
-            last, before = self.screens[row, 0], self.screens[row, 1]
+        for screen, row, before_row in zip(screens.tolist(), rows.tolist(), previous.tolist()):
+            last, before = self.screens[screen, 0], self.screens[screen, 1]
             if self.maxpool:
                 np.maximum(last, before, out=last)
             frame = cv2.resize(last, (self.width, self.height), interpolation=cv2.INTER_AREA)
@@ -157,6 +161,6 @@ class FrameStack:
             if fill:
                 slots[:] = frame
             else:
-                slots[:-1] = slots[1:].copy()
+                slots[:-1] = self.obs[before_row, 1:].copy()
                 slots[-1] = frame
 

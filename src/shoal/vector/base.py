@@ -169,6 +169,8 @@ class VectorEnv(gymnasium.vector.VectorEnv):
         self._reset_request: tuple[list[int], bool] = ([], False)
         self._used_sequences: set[int] = set()
         self._torch_handles: set[int] = set()
+        self._slots_used = False  # whether observations may be outside slot 0 (once the torch ops ran; see buffers)
+        self._write_slot = 0  # the observation slot the next step writes to (the torch ops set it)
         self.closed = False
 
     # -- construction ------------------------------------------------------------------------------------------------
@@ -274,6 +276,7 @@ class VectorEnv(gymnasium.vector.VectorEnv):
             self._discard_in_flight()
             groups = list(range(len(self.groups)))
             ids = [self._group_ids(g) for g in groups]
+            self._buffers.obs_target[:] = 0
         else:
             mask = check_reset_mask(mask, self.num_envs)
             if self._held is None:
@@ -287,6 +290,7 @@ class VectorEnv(gymnasium.vector.VectorEnv):
                 )
             groups = [g for g, r in enumerate(self.groups) if mask[r.start : r.stop].any()]
             ids = [np.flatnonzero(mask[self.groups[g].start : self.groups[g].stop]) + self.groups[g].start for g in groups]
+            self._buffers.obs_target[mask] = 0
         commands = {
             g: Command(Op.RESET, i, ([seeds[e] for e in i.tolist()], payload_options)) for g, i in zip(groups, ids)
         }
@@ -337,7 +341,7 @@ class VectorEnv(gymnasium.vector.VectorEnv):
         batch = check_batch(self._single_action, actions, len(ids), "actions")
         self._check_env_actions(ids, batch, None)
         self._action_layout.write(self._buffers.actions, self._rows(ids) if self.is_async else slice(None), batch)
-        self._dispatch_step({g: Command(Op.STEP, self._group_ids(g)) for g in self._held}, ids)
+        self._dispatch_step({g: Command(Op.STEP, self._group_ids(g)) for g in self._held}, ids, ids)
 
     def send_sequences(self, values: Any, offsets: Any, gamma: float | None = None) -> None:
         """:meth:`send` of action sequences given flat: env ``j`` of the batch runs ``values[offsets[j]:offsets[j+1]]``.
@@ -361,10 +365,11 @@ class VectorEnv(gymnasium.vector.VectorEnv):
         starts = np.cumsum([0] + [len(self.groups[g]) for g in self._held])[:-1].tolist()
         parts = Sequences(values, offsets, gamma).split(starts)
         commands = {g: Command(Op.SEQUENCES, self._group_ids(g), p) for g, p in zip(self._held, parts)}
-        self._dispatch_step(commands, ids[np.diff(offsets) > 0])
+        self._dispatch_step(commands, ids, ids[np.diff(offsets) > 0])
 
-    def _dispatch_step(self, commands: dict[int, Command], stepping: np.ndarray) -> None:
-        """Send step ``commands``; ``stepping`` are the env ids that will step (for the disabled-autoreset check)."""
+    def _dispatch_step(self, commands: dict[int, Command], ids: np.ndarray, stepping: np.ndarray) -> None:
+        """Send step ``commands`` for envs ``ids``; ``stepping`` are those that will step (for the
+        disabled-autoreset check)."""
         if self.autoreset_mode is AutoresetMode.DISABLED:
             ended = stepping[self._buffers.needs_reset[stepping]]
             if len(ended):
@@ -372,6 +377,8 @@ class VectorEnv(gymnasium.vector.VectorEnv):
                     f"envs {ended.tolist()} ended their episode and autoreset_mode='disabled': reset them with "
                     f"reset(options={{'reset_mask': mask}}) before stepping them again"
                 )
+        if self._slots_used:
+            self._buffers.obs_target[ids] = self._write_slot
         sequenced = {g for g, c in commands.items() if c.op is Op.SEQUENCES}
         self._used_sequences = sequenced | (self._used_sequences - set(commands))
         self._transport.dispatch(commands)
@@ -550,12 +557,22 @@ class VectorEnv(gymnasium.vector.VectorEnv):
         return ids
 
     def _observations(self, rows: Any) -> Any:
-        batch = self._buffers.obs[rows]
-        fresh = not isinstance(rows, slice)  # fancy indexing already copied
+        batch, fresh = self._obs_batch(rows)
         if self.flatten:
             flat = self._obs_layout.flat(batch)
             return flat.copy() if self.copy and not fresh else flat
         return self._obs_layout.read(batch, copy=self.copy and not fresh)
+
+    def _obs_batch(self, rows: Any) -> tuple[np.ndarray, bool]:
+        """The observations of the envs at ``rows`` (a slice or ids), and whether that array is a copy already."""
+        b = self._buffers
+        fresh = not isinstance(rows, slice)  # fancy indexing copies
+        if not self._slots_used:
+            return b.slot(0)[rows], fresh
+        slots = b.obs_slot[rows]
+        if (slots == slots[0]).all():
+            return b.slot(int(slots[0]))[rows], fresh
+        return b.obs[b.obs_rows(np.arange(self.num_envs)[rows])], True
 
     def _infos(self, answers: list[tuple[int, Any]], ids: np.ndarray | None) -> dict[str, Any]:
         entries = [entry for _, result in answers if result for entry in result]
@@ -631,10 +648,17 @@ class VectorEnv(gymnasium.vector.VectorEnv):
         return [g for g in range(len(self.groups)) if g not in taken]
 
     def _park_in_flight(self) -> None:
-        """Collect the groups still stepping (async mode) and keep their answers for the next ``recv``."""
+        """Collect the groups still stepping (async mode) and keep their answers for the next ``recv``.
+
+        Then bring every observation back to slot 0, where calls (``restore_state``) rewrite them in place: a slot
+        the torch ops handed out is never written outside a step that aimed at it.
+        """
         waiting = self._in_flight()
         if waiting:
             self._ready += self._transport.collect(waiting)
+        if self._slots_used:
+            self._buffers.obs_target[:] = 0
+            self._buffers.carry(np.arange(self.num_envs))
 
     def _discard_in_flight(self) -> None:
         self._park_in_flight()

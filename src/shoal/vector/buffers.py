@@ -4,6 +4,12 @@ Observations, actions, rewards, terminations, truncations and the engine's own p
 lives, frame numbers, ...) are views into a single buffer. In the serial backend that buffer is an ordinary bytearray;
 in the multiprocessing backend it is shared memory that every worker maps, so an env writes its results in place and
 nothing per step is pickled.
+
+Observations have :data:`OBS_SLOTS` slots of ``num_envs`` rows each (``obs`` holds them one after the other). Env
+``i``'s observation is in slot ``obs_slot[i]``; a command writes its new observation into slot ``obs_target[i]``
+(set by the caller before it sends), reading the previous one (an Atari frame stack) from where it was. Slot 0 is
+the numpy path's; the PyTorch ops hand the other slots out as tensors (:mod:`shoal.torch_ops`), so a step's
+observations reach a tensor with no copy beyond the one into this buffer, and a tensor still held is never written.
 """
 
 from __future__ import annotations
@@ -14,6 +20,9 @@ from typing import Any
 import numpy as np
 
 from shoal.spaces import Layout
+
+OBS_SLOTS = 3
+"""Observation slots in every vector env's buffers: the numpy path's, and two to hand out as tensors."""
 
 _ALIGN = 64  # cache-line alignment for every array, so workers writing neighbouring arrays do not share lines
 
@@ -40,19 +49,24 @@ class BufferSpec:
             ("truncations", (np.dtype(np.bool_), ())),
             ("needs_reset", (np.dtype(np.bool_), ())),
             ("steps_taken", (np.dtype(np.int32), ())),
+            ("obs_slot", (np.dtype(np.int64), ())),
+            ("obs_target", (np.dtype(np.int64), ())),
         ]
         return fixed + [(name, (np.dtype(dt), tuple(shape))) for name, (dt, shape) in self.extras.items()]
 
     @property
     def nbytes(self) -> int:
         offset = 0
-        for _, kind in self._arrays():
-            offset = _aligned(offset) + self._size(kind)
+        for name, kind in self._arrays():
+            offset = _aligned(offset) + self._size(name, kind)
         return _aligned(offset)
 
-    def _size(self, kind: Any) -> int:
+    def _rows(self, name: str) -> int:
+        return self.num_envs * OBS_SLOTS if name == "obs" else self.num_envs
+
+    def _size(self, name: str, kind: Any) -> int:
         if isinstance(kind, Layout):
-            return kind.nbytes * self.num_envs
+            return kind.nbytes * self._rows(name)
         dtype, shape = kind
         return int(dtype.itemsize * np.prod(shape, dtype=np.int64)) * self.num_envs
 
@@ -63,11 +77,11 @@ class BufferSpec:
         for name, kind in self._arrays():
             offset = _aligned(offset)
             if isinstance(kind, Layout):
-                arrays[name] = kind.view(memory, self.num_envs, offset)
+                arrays[name] = kind.view(memory, self._rows(name), offset)
             else:
                 dtype, shape = kind
                 arrays[name] = np.ndarray((self.num_envs, *shape), dtype, buffer=memory, offset=offset)
-            offset += self._size(kind)
+            offset += self._size(name, kind)
         extras = {name: arrays.pop(name) for name in self.extras}
         return Buffers(spec=self, extras=extras, **arrays)
 
@@ -78,7 +92,7 @@ class BufferSpec:
 
 @dataclass
 class Buffers:
-    """Views of the per-step arrays; row ``i`` belongs to env ``i``."""
+    """Views of the per-step arrays; row ``i`` belongs to env ``i`` (in ``obs``: row ``slot * num_envs + i``)."""
 
     spec: BufferSpec
     obs: np.ndarray
@@ -88,4 +102,30 @@ class Buffers:
     truncations: np.ndarray
     needs_reset: np.ndarray
     steps_taken: np.ndarray
+    obs_slot: np.ndarray
+    obs_target: np.ndarray
     extras: dict[str, np.ndarray]
+
+    def slot(self, k: int) -> np.ndarray:
+        """Observation slot ``k``: ``num_envs`` rows."""
+        n = self.spec.num_envs
+        return self.obs[k * n : (k + 1) * n]
+
+    def obs_rows(self, ids: Any) -> np.ndarray:
+        """The ``obs`` rows holding the current observations of envs ``ids``."""
+        return self.obs_slot[ids] * self.spec.num_envs + ids
+
+    def target_rows(self, ids: Any) -> np.ndarray:
+        """The ``obs`` rows the next observations of envs ``ids`` go to."""
+        return self.obs_target[ids] * self.spec.num_envs + ids
+
+    def settle(self, ids: Any) -> None:
+        """Envs ``ids`` wrote their new observations into their target slots: that is where they are now."""
+        self.obs_slot[ids] = self.obs_target[ids]
+
+    def carry(self, ids: np.ndarray) -> None:
+        """Copy the observations of envs ``ids`` (which do not step) into their target slots."""
+        moving = ids[self.obs_slot[ids] != self.obs_target[ids]]
+        if len(moving):
+            self.obs[self.target_rows(moving)] = self.obs[self.obs_rows(moving)]
+            self.settle(moving)

@@ -117,7 +117,8 @@ class Engine(ABC):
 
     def _final_obs(self, env_id: int) -> Any:
         """The observation of ``env_id`` as a standalone value, for ``info["final_obs"]``."""
-        return self.buffers.spec.obs.item(self.buffers.obs[env_id : env_id + 1].copy(), 0)
+        row = int(self.buffers.obs_rows(env_id))
+        return self.buffers.spec.obs.item(self.buffers.obs[row : row + 1].copy(), 0)
 
     def _final_info(self, env_id: int, info: dict) -> dict:
         """The info of the step that ended ``env_id``'s episode, for ``info["final_info"]`` (same-step mode)."""
@@ -168,6 +169,7 @@ class Engine(ABC):
     def reset(self, ids: np.ndarray, seeds: Sequence[int | None], options: dict | None) -> InfoEntries:
         b = self.buffers
         infos = self._reset_envs(ids, seeds, options)
+        b.settle(ids)
         b.rewards[ids] = 0.0  # an async batch may hand out a reset env in a later recv(): no stale reward
         b.steps_taken[ids] = 0
         b.terminations[ids] = False
@@ -180,7 +182,9 @@ class Engine(ABC):
         entries, ids = self._autoreset_before(ids)
         if len(ids):
             self.buffers.steps_taken[ids] = 1
-            entries += self._finish(ids, self._step_envs(ids, self.buffers.actions[ids]))
+            infos = self._step_envs(ids, self.buffers.actions[ids])
+            self.buffers.settle(ids)
+            entries += self._finish(ids, infos)
         return sorted(entries, key=_env_of) if entries else entries
 
     def step_sequences(self, ids: np.ndarray, seqs: Sequences) -> InfoEntries:
@@ -194,6 +198,7 @@ class Engine(ABC):
         lengths = np.diff(seqs.offsets)
         b.steps_taken[ids] = 0
         skipped = ids[lengths == 0]
+        b.carry(skipped)
         for array in summed:
             array[skipped] = 0
         b.terminations[skipped] = False
@@ -211,6 +216,7 @@ class Engine(ABC):
             sub = ids[rows]
             for env_id, info in zip(sub, self._step_envs(sub, seqs.values[seqs.offsets[rows] + k])):
                 last_info[int(env_id)] = info
+            b.settle(sub)
             for total, array in zip(totals, summed):
                 total[rows] += discount[rows] * array[sub]
             discount[rows] *= seqs.gamma

@@ -73,7 +73,7 @@ class GymEngine(Engine):
                 f"{self._obs.space} has shape {self._obs.item_shape}"
             )
         try:
-            self._obs.write(self.buffers.obs, env_id, obs)
+            self._obs.write(self.buffers.obs, int(self.buffers.target_rows(env_id)), obs)
         except (ValueError, TypeError, KeyError, IndexError) as exc:
             raise ConfigError(
                 f"env {env_id} returned an observation that does not fit its observation_space "
@@ -98,12 +98,12 @@ class GymEngine(Engine):
         if self._action.structured:
             actions = [self._action.item(actions, row) for row in range(len(ids))]
         infos = []
-        for env_id, action in zip(ids.tolist(), actions):
+        for env_id, row, action in zip(ids.tolist(), b.target_rows(ids).tolist(), actions):
             try:
                 obs, reward, terminated, truncated, info = envs[env_id - first].step(action)
             except Exception as exc:
                 raise env_error(env_id, exc) from exc
-            write_obs(env_id, obs)
+            write_obs(row, obs)
             rewards[env_id] = reward
             terms[env_id] = terminated
             truncs[env_id] = truncated

@@ -18,6 +18,7 @@ import os
 from typing import Any, Sequence
 
 import cloudpickle
+import numpy as np
 from gymnasium.vector import AutoresetMode
 
 from shoal.errors import MissingDependencyError, WorkerDiedError
@@ -182,8 +183,13 @@ class RayTransport(Transport):
             ) from exc
 
     def _store(self, group: int, rows: tuple) -> None:
-        ids = self.groups[group]
-        for target, values in zip(rows_of(self.buffers, ids), rows):
+        """Copy a group's rows from its actor into this process's buffers (observations: into their target slot;
+        the actor's own buffers use slot 0 only)."""
+        ids, b = self.groups[group], self.buffers
+        span = np.arange(ids.start, ids.stop)
+        b.obs[b.target_rows(span)] = rows[0]
+        b.settle(span)
+        for target, values in zip(rows_of(b, ids)[1:], rows[1:]):
             target[...] = values
 
     # -- shutdown --------------------------------------------------------------------------------------------------

@@ -106,7 +106,7 @@ class SharedSlots:
         self.tensors = {k: torch.from_numpy(flat(self.buffers.slot(k))) for k in range(1, count)}
         self._storages = {k: t.untyped_storage() for k, t in self.tensors.items()}
         self._free = {k: (sys.getrefcount(t), _use_count(self._storages[k])) for k, t in self.tensors.items()}
-        envs._slots_used = True
+        self.buffers.slots_on[0] = True
 
     def free(self) -> int:
         """A slot nothing holds (0, the numpy path's slot, when every one is held)."""

@@ -169,7 +169,6 @@ class VectorEnv(gymnasium.vector.VectorEnv):
         self._reset_request: tuple[list[int], bool] = ([], False)
         self._used_sequences: set[int] = set()
         self._torch_handles: set[int] = set()
-        self._slots_used = False  # whether observations may be outside slot 0 (once the torch ops ran; see buffers)
         self._write_slot = 0  # the observation slot the next step writes to (the torch ops set it)
         self.closed = False
 
@@ -377,7 +376,7 @@ class VectorEnv(gymnasium.vector.VectorEnv):
                     f"envs {ended.tolist()} ended their episode and autoreset_mode='disabled': reset them with "
                     f"reset(options={{'reset_mask': mask}}) before stepping them again"
                 )
-        if self._slots_used:
+        if self._buffers.slots_on[0]:
             self._buffers.obs_target[ids] = self._write_slot
         sequenced = {g for g, c in commands.items() if c.op is Op.SEQUENCES}
         self._used_sequences = sequenced | (self._used_sequences - set(commands))
@@ -567,7 +566,7 @@ class VectorEnv(gymnasium.vector.VectorEnv):
         """The observations of the envs at ``rows`` (a slice or ids), and whether that array is a copy already."""
         b = self._buffers
         fresh = not isinstance(rows, slice)  # fancy indexing copies
-        if not self._slots_used:
+        if not b.slots_on[0]:
             return b.slot(0)[rows], fresh
         slots = b.obs_slot[rows]
         if (slots == slots[0]).all():
@@ -656,7 +655,7 @@ class VectorEnv(gymnasium.vector.VectorEnv):
         waiting = self._in_flight()
         if waiting:
             self._ready += self._transport.collect(waiting)
-        if self._slots_used:
+        if self._buffers.slots_on[0]:
             self._buffers.obs_target[:] = 0
             self._buffers.carry(np.arange(self.num_envs))
 

@@ -51,6 +51,7 @@ class BufferSpec:
             ("steps_taken", (np.dtype(np.int32), ())),
             ("obs_slot", (np.dtype(np.int64), ())),
             ("obs_target", (np.dtype(np.int64), ())),
+            ("slots_on", (np.dtype(np.bool_), ())),
         ]
         return fixed + [(name, (np.dtype(dt), tuple(shape))) for name, (dt, shape) in self.extras.items()]
 
@@ -62,13 +63,13 @@ class BufferSpec:
         return _aligned(offset)
 
     def _rows(self, name: str) -> int:
-        return self.num_envs * OBS_SLOTS if name == "obs" else self.num_envs
+        return {"obs": self.num_envs * OBS_SLOTS, "slots_on": 1}.get(name, self.num_envs)
 
     def _size(self, name: str, kind: Any) -> int:
         if isinstance(kind, Layout):
             return kind.nbytes * self._rows(name)
         dtype, shape = kind
-        return int(dtype.itemsize * np.prod(shape, dtype=np.int64)) * self.num_envs
+        return int(dtype.itemsize * np.prod(shape, dtype=np.int64)) * self._rows(name)
 
     def view(self, memory: Any) -> Buffers:
         """Views of every array over ``memory`` (at least :attr:`nbytes` long)."""
@@ -80,7 +81,7 @@ class BufferSpec:
                 arrays[name] = kind.view(memory, self._rows(name), offset)
             else:
                 dtype, shape = kind
-                arrays[name] = np.ndarray((self.num_envs, *shape), dtype, buffer=memory, offset=offset)
+                arrays[name] = np.ndarray((self._rows(name), *shape), dtype, buffer=memory, offset=offset)
             offset += self._size(name, kind)
         extras = {name: arrays.pop(name) for name in self.extras}
         return Buffers(spec=self, extras=extras, **arrays)
@@ -104,6 +105,7 @@ class Buffers:
     steps_taken: np.ndarray
     obs_slot: np.ndarray
     obs_target: np.ndarray
+    slots_on: np.ndarray  # one flag: observations may be outside slot 0 (the torch ops are in use); else rows = ids
     extras: dict[str, np.ndarray]
 
     def slot(self, k: int) -> np.ndarray:
@@ -111,20 +113,23 @@ class Buffers:
         n = self.spec.num_envs
         return self.obs[k * n : (k + 1) * n]
 
-    def obs_rows(self, ids: Any) -> np.ndarray:
+    def obs_rows(self, ids: Any) -> Any:
         """The ``obs`` rows holding the current observations of envs ``ids``."""
-        return self.obs_slot[ids] * self.spec.num_envs + ids
+        return self.obs_slot[ids] * self.spec.num_envs + ids if self.slots_on[0] else ids
 
-    def target_rows(self, ids: Any) -> np.ndarray:
+    def target_rows(self, ids: Any) -> Any:
         """The ``obs`` rows the next observations of envs ``ids`` go to."""
-        return self.obs_target[ids] * self.spec.num_envs + ids
+        return self.obs_target[ids] * self.spec.num_envs + ids if self.slots_on[0] else ids
 
     def settle(self, ids: Any) -> None:
         """Envs ``ids`` wrote their new observations into their target slots: that is where they are now."""
-        self.obs_slot[ids] = self.obs_target[ids]
+        if self.slots_on[0]:
+            self.obs_slot[ids] = self.obs_target[ids]
 
     def carry(self, ids: np.ndarray) -> None:
         """Copy the observations of envs ``ids`` (which do not step) into their target slots."""
+        if not self.slots_on[0]:
+            return
         moving = ids[self.obs_slot[ids] != self.obs_target[ids]]
         if len(moving):
             self.obs[self.target_rows(moving)] = self.obs[self.obs_rows(moving)]

@@ -486,9 +486,9 @@ class VectorEnv(gymnasium.vector.VectorEnv):
         """PyTorch custom ops over this env: ``handle, send, step, recv, get_last_info, unregister``.
 
         ``send(handle, actions)`` returns at once (run the model meanwhile); ``recv(handle)`` returns ``(obs,
-        reward, terminated, truncated, steps_taken)`` as tensors on ``device``, written into buffers allocated
-        once and reused only when nothing holds them any more (a returned tensor never changes under its holder);
-        ``step`` is both. Action sequences go flat: ``send(handle, values, offsets, gamma)``. The ops compile with
+        reward, terminated, truncated, steps_taken)`` as tensors on ``device``: on CPU the observations are the
+        shared memory the envs wrote (no copy), the rest buffers allocated once; nothing is reused while anything
+        holds it (a returned tensor never changes under its holder); ``step`` is both. Action sequences go flat: ``send(handle, values, offsets, gamma)``. The ops compile with
         ``torch.compile(fullgraph=True)``. See :mod:`shoal.torch_ops`. Reset with :meth:`reset` first.
 
         ``send`` returns before the envs have stepped when every group runs in a worker: build the env with

@@ -177,6 +177,19 @@ def test_observations_are_the_shared_memory_the_workers_wrote():
         assert torch.equal(kept[0], kept[1]) and torch.equal(kept[2], kept[3])
 
 
+def test_two_handles_on_one_env_never_write_what_the_other_holds():
+    with atari(games=["breakout", "pong"]) as envs:
+        envs.reset(seed=8)
+        first, second = envs.torch(), envs.torch()
+        actions = torch.tensor([1, 2])
+        held = first[2](first[0], actions)[0]
+        then = held.clone()
+        for _ in range(4):
+            second[2](second[0], actions)
+            first[2](first[0], actions)
+        assert torch.equal(held, then)
+
+
 def test_calls_and_resets_never_write_a_held_observation():
     with atari(games=["breakout", "pong"]) as envs, atari(games=["breakout", "pong"]) as reference:
         envs.reset(seed=6)

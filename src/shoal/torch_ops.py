@@ -157,7 +157,10 @@ class TorchEnv:
         self._shapes["env_id"] = ((envs.batch_size,), np.dtype(np.int64))
         self.pool = [self._new_set() for _ in range(2)]
         self._last: OutputSet | None = None
-        self.slots = SharedSlots(envs) if self.device.type == "cpu" else None
+        self.slots = None
+        if self.device.type == "cpu":  # one set per vector env, so that every handle sees what the others hold
+            envs._torch_slots = envs._torch_slots or SharedSlots(envs)
+            self.slots = envs._torch_slots
         self.handle = next(_NEXT_HANDLE)
 
     def _new_set(self) -> OutputSet:

@@ -170,6 +170,7 @@ class VectorEnv(gymnasium.vector.VectorEnv):
         self._used_sequences: set[int] = set()
         self._torch_handles: set[int] = set()
         self._write_slot = 0  # the observation slot the next step writes to (the torch ops set it)
+        self._torch_slots: Any = None  # the observation slots the torch ops hand out (shoal.torch_ops.SharedSlots)
         self.closed = False
 
     # -- construction ------------------------------------------------------------------------------------------------

@@ -6,11 +6,12 @@
 * Signalling: one pipe per worker carries two bytes per step there and none back; infos, errors and call results,
   which are rare, ride the same pipe pickled. A worker may host several groups and answers their commands in the
   order it got them, so in asynchronous mode it steps its next group while the caller handles the one it just
-  returned (EnvPool's queue, per worker), instead of idling until the caller's next ``send``. Waiting is a bounded spin, then a blocking read: when there are no more
-  processes than cores, a waiter polls its pipe for up to ``spin_us`` (a short wait then skips the sleep/wake-up
-  round trip, ~50 us on a small VM), then sleeps, so a long wait (a model running) costs nothing. With more
-  processes than cores nobody spins: a spinning waiter would take a core from the envs (PufferLib 3.0 runs slower
-  with 2 workers than with 1 on 2 cores for that reason).
+  returned (EnvPool's queue, per worker), instead of idling until the caller's next ``send``.
+* Waiting is a bounded spin, then a blocking read: when there are no more processes than cores, a waiter polls its
+  pipe for up to ``spin_us`` (a short wait then skips the sleep/wake-up round trip, ~50 us on a small VM), then
+  sleeps, so a long wait (a model running) costs nothing. With more processes than cores nobody spins: a spinning
+  waiter would take a core from the envs (PufferLib 3.0 runs slower with 2 workers than with 1 on 2 cores for that
+  reason).
 * In synchronous mode the calling process hosts one group itself (``inline``): it signals the workers, steps its own
   envs while they step theirs, then waits. Two cores are then used by two processes, with no idle parent.
 * Faults: a worker that dies closes its pipe, so the parent's wait ends at once with :class:`WorkerDiedError`.
@@ -131,7 +132,7 @@ class MultiprocessingTransport(Transport):
     def collect_any(self, count: int) -> list[tuple[int, Any]]:
         while len(self._answers) < count:
             waiting = {self._conns[h].fileno(): h for h, queue in self._queued.items() if queue}
-            ready = [waiting[fd] for fd in select.select(list(waiting), [], [])[0]]  # one call, no selector to build
+            ready = [waiting[fd] for fd in _readable(list(waiting))]
             # A dead worker's pipe is ready too (EOF): read it first, or healthy workers would starve it.
             for host in sorted(ready, key=lambda h: self._procs[h].is_alive()):
                 self._read(host)
@@ -202,3 +203,15 @@ class MultiprocessingTransport(Transport):
         engine, self._engine = self._engine, None
         if engine is not None:
             engine.close()
+
+
+def _readable(fds: list[int]) -> list[int]:
+    """Block until some of ``fds`` are readable (or closed); which. ``poll`` where the platform has it (no limit on
+    descriptor numbers), else ``select``; cheaper than ``multiprocessing.connection.wait``, which builds a selector
+    per call."""
+    if not hasattr(select, "poll"):
+        return select.select(fds, [], [])[0]
+    poller = select.poll()
+    for fd in fds:
+        poller.register(fd, select.POLLIN)
+    return [fd for fd, _ in poller.poll()]

@@ -119,9 +119,8 @@ class SharedSlots:
         """The received batch at ``rows`` as a tensor over its slot, or None when it is not one block of one slot."""
         if not isinstance(rows, slice):
             return None
-        slots = self.buffers.obs_slot[rows]
-        k = int(slots[0])
-        if k == 0 or not (slots == k).all():
+        k = self.buffers.slot_of(rows)
+        if not k:  # the numpy path's slot, or several
             return None
         tensor = self.tensors[k]
         return tensor if rows == slice(None) else tensor[rows]

@@ -454,7 +454,7 @@ class VectorEnv(gymnasium.vector.VectorEnv):
         else:
             values = [values] * self.num_envs
         self._check_idle("set_attr")
-        self._park_in_flight()
+        self._quiesce_for_call()
         self._transport.dispatch(
             {
                 g: Command(Op.SET_ATTR, self._group_ids(g), (name, list(values[r.start : r.stop])))
@@ -465,7 +465,7 @@ class VectorEnv(gymnasium.vector.VectorEnv):
 
     def _run_everywhere(self, op: Op, payload: Any) -> None:
         self._check_idle(op.name.lower())
-        self._park_in_flight()
+        self._quiesce_for_call()
         self._transport.dispatch(
             {g: Command(op, self._group_ids(g), payload) for g in range(len(self.groups))}
         )
@@ -489,8 +489,8 @@ class VectorEnv(gymnasium.vector.VectorEnv):
         ``send(handle, actions)`` returns at once (run the model meanwhile); ``recv(handle)`` returns ``(obs,
         reward, terminated, truncated, steps_taken)`` as tensors on ``device``: on CPU the observations are the
         shared memory the envs wrote (no copy), the rest buffers allocated once; nothing is reused while anything
-        holds it (a returned tensor never changes under its holder); ``step`` is both. Action sequences go flat: ``send(handle, values, offsets, gamma)``. The ops compile with
-        ``torch.compile(fullgraph=True)``. See :mod:`shoal.torch_ops`. Reset with :meth:`reset` first.
+        holds it (a returned tensor never changes under its holder); ``step`` is both. Action sequences go flat:
+        ``send(handle, values, offsets, gamma)``. The ops compile with ``torch.compile(fullgraph=True)``. See :mod:`shoal.torch_ops`. Reset with :meth:`reset` first.
 
         ``send`` returns before the envs have stepped when every group runs in a worker: build the env with
         ``inline=False`` (or ``batch_size < num_envs``) to overlap a model with stepping; by default, synchronous
@@ -566,13 +566,10 @@ class VectorEnv(gymnasium.vector.VectorEnv):
     def _obs_batch(self, rows: Any) -> tuple[np.ndarray, bool]:
         """The observations of the envs at ``rows`` (a slice or ids), and whether that array is a copy already."""
         b = self._buffers
-        fresh = not isinstance(rows, slice)  # fancy indexing copies
-        if not b.slots_on[0]:
-            return b.slot(0)[rows], fresh
-        slots = b.obs_slot[rows]
-        if (slots == slots[0]).all():
-            return b.slot(int(slots[0]))[rows], fresh
-        return b.obs[b.obs_rows(np.arange(self.num_envs)[rows])], True
+        k = b.slot_of(rows)
+        if k is None:
+            return b.obs[b.obs_rows(np.arange(self.num_envs)[rows])], True
+        return b.slot(k)[rows], not isinstance(rows, slice)  # fancy indexing copies
 
     def _infos(self, answers: list[tuple[int, Any]], ids: np.ndarray | None) -> dict[str, Any]:
         entries = [entry for _, result in answers if result for entry in result]
@@ -609,7 +606,7 @@ class VectorEnv(gymnasium.vector.VectorEnv):
         if values is not None and len(values) != len(ids):
             raise ConfigError(f"{name}: expected one value per env id ({len(ids)}), got {len(values)}")
         self._check_idle(name)
-        self._park_in_flight()
+        self._quiesce_for_call()
         starts = np.array([r.start for r in self.groups])
         group_of = np.searchsorted(starts, ids, side="right") - 1
         positions = {g: np.flatnonzero(group_of == g) for g in np.unique(group_of).tolist()}
@@ -648,14 +645,16 @@ class VectorEnv(gymnasium.vector.VectorEnv):
         return [g for g in range(len(self.groups)) if g not in taken]
 
     def _park_in_flight(self) -> None:
-        """Collect the groups still stepping (async mode) and keep their answers for the next ``recv``.
-
-        Then bring every observation back to slot 0, where calls (``restore_state``) rewrite them in place: a slot
-        the torch ops handed out is never written outside a step that aimed at it.
-        """
+        """Collect the groups still stepping (async mode) and keep their answers for the next ``recv``."""
         waiting = self._in_flight()
         if waiting:
             self._ready += self._transport.collect(waiting)
+
+    def _quiesce_for_call(self) -> None:
+        """Before a call: park what is stepping, then bring every observation back to slot 0, where calls
+        (``restore_state``) rewrite them in place: a slot the torch ops handed out is never written outside a step
+        that aimed at it."""
+        self._park_in_flight()
         if self._buffers.slots_on[0]:
             self._buffers.obs_target[:] = 0
             self._buffers.carry(np.arange(self.num_envs))

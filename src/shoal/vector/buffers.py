@@ -113,6 +113,14 @@ class Buffers:
         n = self.spec.num_envs
         return self.obs[k * n : (k + 1) * n]
 
+    def slot_of(self, rows: Any) -> int | None:
+        """The one slot holding the observations of the envs at ``rows`` (a slice or ids), or None if several do."""
+        if not self.slots_on[0]:
+            return 0
+        slots = self.obs_slot[rows]
+        k = int(slots[0])
+        return k if (slots == k).all() else None
+
     def obs_rows(self, ids: Any) -> Any:
         """The ``obs`` rows holding the current observations of envs ``ids``."""
         return self.obs_slot[ids] * self.spec.num_envs + ids if self.slots_on[0] else ids

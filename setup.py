@@ -1,4 +1,5 @@
-"""Build shoal's one C extension (Atari frame preprocessing); everything else is in pyproject.toml."""
+"""Build shoal's two C extensions (Atari frame preprocessing; atomic counters for the multiprocessing backend's
+signalling); everything else is in pyproject.toml."""
 
 import sys
 
@@ -7,4 +8,9 @@ from setuptools import Extension, setup
 # No FMA contraction: the kernel must round exactly as OpenCV's area resize does.
 flags = [] if sys.platform == "win32" else ["-O3", "-ffp-contract=off"]
 
-setup(ext_modules=[Extension("shoal.atari._frames", ["src/shoal/atari/_frames.c"], extra_compile_args=flags)])
+setup(
+    ext_modules=[
+        Extension("shoal.atari._frames", ["src/shoal/atari/_frames.c"], extra_compile_args=flags),
+        Extension("shoal.vector._counters", ["src/shoal/vector/_counters.c"], extra_compile_args=flags[:1]),
+    ]
+)

@@ -43,6 +43,18 @@ def test_bad_actions(actions, error, match):
         envs.step(np.zeros(4, np.int64))  # the env is still usable
 
 
+@pytest.mark.parametrize("n", [3, 64, 65, 200])  # short batches are range-checked in Python, long ones in numpy
+def test_out_of_range_action_is_found_in_batches_of_any_length(n):
+    with _cartpole(n) as envs:
+        envs.reset(seed=0)
+        for at, value in ((0, 2), (n - 1, -1), (n // 2, 7)):
+            actions = np.zeros(n, np.int64)
+            actions[at] = value
+            with pytest.raises(errors.ActionError, match=rf"action {value} at index \({at},\) is outside \[0, 1\]"):
+                envs.step(actions)
+        envs.step(np.ones(n, np.int64))
+
+
 def test_bad_structured_actions():
     fns = [functools.partial(SpaceEnv, "box_f32", "dict")] * 2
     with shoal.make(fns, backend="serial") as envs:
@@ -147,12 +159,14 @@ def test_killed_worker_is_an_error_not_a_hang():
 
 
 def test_env_exception_in_async_mode_names_the_env():
-    # Two groups of one env per worker: the error must reach the batch of the env that raised, and only it.
+    # Two groups of one env per worker: the error must reach the batch of the env that raised, and only it. First
+    # come, first served: a worker the OS leaves asleep may see the other answer many batches first, so the loop
+    # bound is generous.
     fns = [functools.partial(FaultyEnv, at=10**9)] * 3 + [functools.partial(FaultyEnv, at=3)]
     with shoal.make(fns, num_workers=2, batch_size=1) as envs:
         envs.reset(seed=0)
         with pytest.raises(errors.EnvError, match=r"env 3 raised ValueError") as caught:
-            for _ in range(40):
+            for _ in range(20_000):
                 envs.step(np.zeros(1, np.int64))
         assert caught.value.env_id == 3
 

@@ -186,6 +186,8 @@ class Layout:
 
     def read(self, batch: np.ndarray, copy: bool = False) -> Any:
         """The batch in Gymnasium's batched shape: views into ``batch``, or contiguous copies of each leaf."""
+        if not self.structured:
+            return batch.copy() if copy else batch
         return _read(self.space, batch, copy)
 
     def item(self, batch: np.ndarray, index: int) -> Any:

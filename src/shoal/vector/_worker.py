@@ -1,10 +1,10 @@
-"""The loop each multiprocessing worker runs: one engine over its group's rows of the shared buffers.
+"""The loop each multiprocessing worker runs: one engine over its groups' rows of the shared buffers.
 
-Protocol on the worker's pipe (parent -> worker): :func:`step_message` (two bytes, :data:`STEP` and which of the
-worker's groups; the actions are already in shared memory), a pickled :class:`~shoal.vector.engine.Command`, or
-:data:`CLOSE`. Worker -> parent, one answer per command in the order they came: :data:`OK` (empty: nothing to
-report, the results are in shared memory) or a pickled ``(ok, value)`` pair carrying infos, call results or an
-error. So a step whose infos are empty moves two bytes there, none back, and no pickle.
+Commands come through the worker's :class:`~shoal.vector.link.Link`: the index of one of its groups to step (the
+actions are already in shared memory), a pickled :class:`~shoal.vector.engine.Command`, or :data:`CLOSE`. One answer
+per command, in the order they came: nothing (the results are in shared memory) or a pickled ``(ok, value)`` pair
+carrying infos, call results or an error. So a step whose infos are empty makes no system call and no pickle.
+Before any of that the worker says :data:`READY` (or why not) on its pipe.
 """
 
 from __future__ import annotations
@@ -13,27 +13,23 @@ import logging
 import os
 import pickle
 import signal
-import time
 import traceback
-from typing import Any
+from typing import Any, NamedTuple
 
 import cloudpickle
 import numpy as np
 
 from shoal.errors import EnvError
 from shoal.vector.buffers import BufferSpec
+from shoal.vector._counters import Counters
+from shoal.vector.channel import Channel
+from shoal.vector.link import Link
 
-STEP = b"\x01"
 CLOSE = b"\x02"
 READY = b"\x03"
 OK = b""
-_ORPHAN_POLL_S = 1.0
-log = logging.getLogger(__name__)  # how often a waiting worker checks that its parent is still alive
-
-
-def step_message(local_group: int) -> bytes:
-    """The message that steps the worker's group ``local_group`` (its index among the worker's groups)."""
-    return STEP + bytes((local_group,))
+_ORPHAN_POLL_S = 1.0  # how often a sleeping worker checks that its parent is still alive
+log = logging.getLogger(__name__)
 
 
 def error_reply(exc: BaseException) -> bytes:
@@ -63,18 +59,17 @@ def decode(message: bytes) -> tuple[bool, Any]:
     return pickle.loads(message)
 
 
-def wait_readable(conn: Any, spin_s: float, timeout: float | None) -> bool:
-    """Wait until ``conn`` has data: poll without sleeping for up to ``spin_s``, then block up to ``timeout``.
+class Signals(NamedTuple):
+    """What a worker needs to build its end of its :class:`~shoal.vector.link.Link` (picklable for spawn)."""
 
-    A short wait answered while spinning skips the sleep/wake-up round trip (about 50 us on a small VM); a long wait
-    costs ``spin_s`` of CPU and then nothing.
-    """
-    if spin_s > 0 and not conn.poll(0):
-        deadline = time.perf_counter() + spin_s
-        while time.perf_counter() < deadline:
-            if conn.poll(0):
-                return True
-    return bool(conn.poll(timeout))
+    memory: Any  # the shared counter block
+    count: int
+    host: int
+    ring: int
+    spin_s: float
+
+    def link(self, conn: Any) -> Link:
+        return Link(Channel(conn), Counters(self.memory, self.count), self.host, self.ring)
 
 
 def run(
@@ -84,40 +79,41 @@ def run(
     factory_bytes: bytes,
     groups: list[range],
     autoreset_mode: Any,
-    spin_s: float,
+    signals: Signals,
 ) -> None:
     """Worker entry point (the target of ``multiprocessing.Process``): one engine over ``groups`` (consecutive)."""
     ids = range(groups[0].start, groups[-1].stop)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it closes us
     parent = os.getppid()
+    link = signals.link(conn)
     buffers = spec.view(memory)
     try:
         engine = cloudpickle.loads(factory_bytes)(ids, buffers, autoreset_mode)
     except BaseException as exc:
-        conn.send_bytes(error_reply(exc))
+        link.channel.send(error_reply(exc))
         return
-    conn.send_bytes(READY)
+    link.channel.send(READY)
     group_ids = [np.arange(g.start, g.stop) for g in groups]
     try:
         while True:
-            # Spin briefly (spin_s is 0 when processes outnumber cores), then block, waking now and then to notice
+            # Spin briefly (spin_s is 0 when processes outnumber cores), then sleep, waking now and then to notice
             # a parent that died without closing its end (a forked sibling may hold that end open).
-            ready = wait_readable(conn, spin_s, _ORPHAN_POLL_S)
+            ready = link.wait_command(signals.spin_s, _ORPHAN_POLL_S)
             while not ready:
                 if os.getppid() != parent:
                     return
-                ready = conn.poll(_ORPHAN_POLL_S)
-            message = conn.recv_bytes()
-            if message == CLOSE:
+                ready = link.wait_command(0.0, _ORPHAN_POLL_S)
+            command = link.take_command()
+            if command == CLOSE:
                 return
             try:
-                if message[:1] == STEP:
-                    answer = reply(engine.step(group_ids[message[1]]))
+                if isinstance(command, int):
+                    answer = reply(engine.step(group_ids[command]))
                 else:
-                    answer = reply(engine.execute(pickle.loads(message)))
+                    answer = reply(engine.execute(pickle.loads(command)))
             except BaseException as exc:
                 answer = error_reply(exc)
-            conn.send_bytes(answer)
+            link.answer(answer)
     except (EOFError, OSError, KeyboardInterrupt):
         return  # the parent is gone
     finally:

@@ -341,7 +341,7 @@ class VectorEnv(gymnasium.vector.VectorEnv):
         batch = check_batch(self._single_action, actions, len(ids), "actions")
         self._check_env_actions(ids, batch, None)
         self._action_layout.write(self._buffers.actions, self._rows(ids) if self.is_async else slice(None), batch)
-        self._dispatch_step({g: Command(Op.STEP, self._group_ids(g)) for g in self._held}, ids, ids)
+        self._dispatch_step({g: Command(Op.STEP, self._group_ids(g)) for g in self._held}, ids, ids, False)
 
     def send_sequences(self, values: Any, offsets: Any, gamma: float | None = None) -> None:
         """:meth:`send` of action sequences given flat: env ``j`` of the batch runs ``values[offsets[j]:offsets[j+1]]``.
@@ -365,11 +365,13 @@ class VectorEnv(gymnasium.vector.VectorEnv):
         starts = np.cumsum([0] + [len(self.groups[g]) for g in self._held])[:-1].tolist()
         parts = Sequences(values, offsets, gamma).split(starts)
         commands = {g: Command(Op.SEQUENCES, self._group_ids(g), p) for g, p in zip(self._held, parts)}
-        self._dispatch_step(commands, ids, ids[np.diff(offsets) > 0])
+        self._dispatch_step(commands, ids, ids[np.diff(offsets) > 0], True)
 
-    def _dispatch_step(self, commands: dict[int, Command], ids: np.ndarray, stepping: np.ndarray) -> None:
+    def _dispatch_step(
+        self, commands: dict[int, Command], ids: np.ndarray, stepping: np.ndarray, sequences: bool
+    ) -> None:
         """Send step ``commands`` for envs ``ids``; ``stepping`` are those that will step (for the
-        disabled-autoreset check)."""
+        disabled-autoreset check); ``sequences``: the commands run action sequences."""
         if self.autoreset_mode is AutoresetMode.DISABLED:
             ended = stepping[self._buffers.needs_reset[stepping]]
             if len(ended):
@@ -379,8 +381,10 @@ class VectorEnv(gymnasium.vector.VectorEnv):
                 )
         if self._buffers.slots_on[0]:
             self._buffers.obs_target[ids] = self._write_slot
-        sequenced = {g for g, c in commands.items() if c.op is Op.SEQUENCES}
-        self._used_sequences = sequenced | (self._used_sequences - set(commands))
+        if sequences:
+            self._used_sequences |= set(commands)
+        elif self._used_sequences:
+            self._used_sequences -= set(commands)
         self._transport.dispatch(commands)
         self._sent = list(self._held)
         self._state = AsyncState.WAITING_STEP
@@ -419,7 +423,7 @@ class VectorEnv(gymnasium.vector.VectorEnv):
         return answers, ids, self._rows(ids)
 
     def _sequenced(self, answers: list[tuple[int, Any]]) -> bool:
-        return any(g in self._used_sequences for g, _ in answers)
+        return bool(self._used_sequences) and any(g in self._used_sequences for g, _ in answers)
 
     step_async = send
     step_wait = recv
@@ -573,12 +577,15 @@ class VectorEnv(gymnasium.vector.VectorEnv):
 
     def _infos(self, answers: list[tuple[int, Any]], ids: np.ndarray | None) -> dict[str, Any]:
         entries = [entry for _, result in answers if result for entry in result]
+        infos: dict[str, Any] = {}
         if ids is None:
-            infos = merge_infos(entries, self.num_envs)
+            if entries:
+                infos = merge_infos(entries, self.num_envs)
             rows: Any = slice(None)
         else:
-            row_of = {int(e): r for r, e in enumerate(ids)}
-            infos = merge_infos(((row_of[e], info) for e, info in entries), len(ids))
+            if entries:
+                row_of = {e: r for r, e in enumerate(ids.tolist())}
+                infos = merge_infos(((row_of[e], info) for e, info in entries), len(ids))
             rows = self._rows(ids)
         for name, array in self._buffers.extras.items():
             infos[name] = array[rows].copy()

@@ -3,18 +3,20 @@
 * Memory: one ``RawArray`` holds all buffers. Unlike ``multiprocessing.shared_memory``, its backing file is unlinked
   the moment it is created (an anonymous mapping under fork), so nothing can outlive the processes, even when the
   parent is killed with SIGKILL; and it works under fork, spawn and forkserver alike, on Linux and macOS.
-* Signalling: one pipe per worker carries two bytes per step there and none back; infos, errors and call results,
-  which are rare, ride the same pipe pickled. A worker may host several groups and answers their commands in the
-  order it got them, so in asynchronous mode it steps its next group while the caller handles the one it just
-  returned (EnvPool's queue, per worker), instead of idling until the caller's next ``send``.
-* Waiting is a bounded spin, then a blocking read: when there are no more processes than cores, a waiter polls its
-  pipe for up to ``spin_us`` (a short wait then skips the sleep/wake-up round trip, ~50 us on a small VM), then
-  sleeps, so a long wait (a model running) costs nothing. With more processes than cores nobody spins: a spinning
-  waiter would take a core from the envs (PufferLib 3.0 runs slower with 2 workers than with 1 on 2 cores for that
-  reason).
+* Signalling (:mod:`shoal.vector.link`): a step is posted and answered through counters in shared memory; one pipe
+  per worker carries what is rare (infos, errors, call results, pickled) and wakes a side that sleeps. A worker may
+  host several groups and answers their commands in the order it got them, so in asynchronous mode it steps its
+  next group while the caller handles the one it just returned (EnvPool's queue, per worker), instead of idling
+  until the caller's next ``send``.
+* Waiting is a bounded spin, then sleep: when there are no more processes than cores, a waiter spins on the
+  counters for up to ``spin_us`` (a short wait then costs about 1 us instead of a sleep/wake-up round trip, ~20 us
+  on a small VM), then sleeps on its pipe, so a long wait (a model running) costs nothing. With more processes
+  than cores nobody spins: a spinning waiter would take a core from the envs (PufferLib 3.0 runs slower with 2
+  workers than with 1 on 2 cores for that reason).
 * In synchronous mode the calling process hosts one group itself (``inline``): it signals the workers, steps its own
   envs while they step theirs, then waits. Two cores are then used by two processes, with no idle parent.
-* Faults: a worker that dies closes its pipe, so the parent's wait ends at once with :class:`WorkerDiedError`.
+* Faults: a worker that dies closes its pipe, so the parent's wait ends at once (at most ``spin_us`` later) with
+  :class:`WorkerDiedError`.
 """
 
 from __future__ import annotations
@@ -22,7 +24,6 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import pickle
-import select
 from collections import deque
 from typing import Any, Sequence
 
@@ -32,6 +33,9 @@ from gymnasium.vector import AutoresetMode
 from shoal.errors import EnvError, WorkerDiedError
 from shoal.vector import _worker
 from shoal.vector.buffers import BufferSpec
+from shoal.vector._counters import Counters
+from shoal.vector.channel import Channel
+from shoal.vector.link import EVENTS, ON_PIPE, PARENT_ASLEEP, Link, PeerClosed, counters_needed, wait
 from shoal.vector.engine import Command, Op
 from shoal.vector.transport import EngineFactory, Transport, raise_first
 
@@ -46,7 +50,7 @@ class MultiprocessingTransport(Transport):
         context: ``"fork"``, ``"spawn"``, ``"forkserver"`` or None for the platform default.
         daemon: start workers as daemons (they cannot start processes of their own).
         inline: host group 0 in the calling process (it must be a host of its own).
-        spin_us: how long a waiter polls before it sleeps; default: 100 when processes <= cores, else 0.
+        spin_us: how long a waiter spins before it sleeps; default: 100 when processes <= cores, else 0.
     """
 
     def __init__(
@@ -73,10 +77,14 @@ class MultiprocessingTransport(Transport):
         ctx = mp.get_context(context)
         self._memory = ctx.RawArray("b", max(spec.nbytes, 1))
         self.buffers = spec.view(self._memory)
+        ring = max(len(members) for members in self.hosts)
+        count = counters_needed(len(self.hosts), ring)
+        self._counter_memory = ctx.RawArray("b", Counters.nbytes(count))
+        self._counters = Counters(self._counter_memory, count)
         self._inline = inline
         self._engine = None
         self._procs: dict[int, Any] = {}  # host -> worker process
-        self._conns: dict[int, Any] = {}  # host -> pipe
+        self._links: dict[int, Link] = {}  # host -> its link
         self._queued: dict[int, deque[int]] = {}  # host -> its groups sent a command, in the order sent
         self._answers: dict[int, tuple[bool, Any]] = {}  # group -> answer read, not yet collected (in arrival order)
         self._in_flight: list[int] = []
@@ -89,17 +97,21 @@ class MultiprocessingTransport(Transport):
                 proc = ctx.Process(
                     target=_worker.run,
                     args=(child_end, self._memory, spec, factory_bytes, [self.groups[g] for g in members],
-                          autoreset_mode, self._spin_s),
+                          autoreset_mode, _worker.Signals(self._counter_memory, count, host, ring, self._spin_s)),
                     name=f"shoal-worker-{host}",
                     daemon=daemon,
                 )
                 proc.start()
                 child_end.close()
-                self._procs[host], self._conns[host], self._queued[host] = proc, parent_end, deque()
+                self._procs[host], self._queued[host] = proc, deque()
+                self._links[host] = Link(Channel(parent_end), self._counters, host, ring)
             if inline:
                 self._engine = factory(self.groups[0], self.buffers, autoreset_mode)
-            for host in self._conns:
-                answer = self._receive(host)
+            for host, link in self._links.items():  # each worker says it is ready, or why not
+                try:
+                    answer = _worker.decode(link.channel.recv())
+                except (EOFError, OSError):
+                    answer = (False, self._died(host))
                 if answer != (True, _worker.READY):
                     raise_first([(self.hosts[host][0], answer)])
         except BaseException:
@@ -122,7 +134,9 @@ class MultiprocessingTransport(Transport):
     def collect(self, groups: Sequence[int]) -> list[tuple[int, Any]]:
         for group in groups:
             while group not in self._answers:
-                self._read(self.host_of[group])
+                host = self.host_of[group]
+                self._wait([host])
+                self._read(host)
         answers = []
         for group in groups:
             self._in_flight.remove(group)
@@ -131,44 +145,54 @@ class MultiprocessingTransport(Transport):
 
     def collect_any(self, count: int) -> list[tuple[int, Any]]:
         while len(self._answers) < count:
-            waiting = {self._conns[h].fileno(): h for h, queue in self._queued.items() if queue}
-            ready = [waiting[fd] for fd in _readable(list(waiting))]
-            # A dead worker's pipe is ready too (EOF): read it first, or healthy workers would starve it.
-            for host in sorted(ready, key=lambda h: self._procs[h].is_alive()):
-                self._read(host)
+            hosts = [h for h, queue in self._queued.items() if queue]
+            self._wait(hosts)
+            for host in hosts:
+                if self._queued[host] and self._links[host].answered():
+                    self._read(host)
         return self.collect(list(self._answers)[:count])
 
     def _send(self, group: int, command: Command) -> None:
         host = self.host_of[group]
-        if command.op is Op.STEP:
-            message = _worker.step_message(self._local[group])
-        else:
-            message = pickle.dumps(command, protocol=pickle.HIGHEST_PROTOCOL)
         try:
-            self._conns[host].send_bytes(message)
+            if command.op is Op.STEP:
+                self._links[host].post(self._local[group])
+            else:
+                self._links[host].post(ON_PIPE, pickle.dumps(command, protocol=pickle.HIGHEST_PROTOCOL))
         except (BrokenPipeError, ConnectionResetError, EOFError):
             raise self._died(host) from None
         self._queued[host].append(group)
         self._in_flight.append(group)
 
+    def _wait(self, hosts: list[int]) -> None:
+        """Wait until a host of ``hosts`` has an answer (or a dead one is found: it gets its answers, errors)."""
+        links = [self._links[h] for h in hosts if self._queued[h]]
+        if not links:
+            return
+        try:
+            wait(self._counters, EVENTS, PARENT_ASLEEP, lambda: any(link.answered() for link in links),
+                 [link.channel for link in links], self._spin_s, None)
+        except PeerClosed as closed:
+            host = next(h for h in hosts if self._links[h] is links[closed.index])
+            self._fail(host, self._died(host))
+
     def _read(self, host: int) -> None:
         """Read the next answer of ``host``: it belongs to the group it was sent a command for first."""
-        answer = self._receive(host)
         queue = self._queued[host]
-        if answer[0] or not isinstance(answer[1], WorkerDiedError):
-            self._answers[queue.popleft()] = answer
+        if not queue:
             return
-        while queue:  # the worker died: every group it still owed an answer gets the error
-            self._answers[queue.popleft()] = answer
-
-    def _receive(self, host: int) -> tuple[bool, Any]:
-        conn = self._conns[host]
         try:
-            _worker.wait_readable(conn, self._spin_s, None)
-            message = conn.recv_bytes()
+            answer = _worker.decode(self._links[host].take_answer())
         except (EOFError, ConnectionResetError, OSError):
-            return (False, self._died(host))
-        return _worker.decode(message)
+            self._fail(host, self._died(host))
+            return
+        self._answers[queue.popleft()] = answer
+
+    def _fail(self, host: int, error: EnvError) -> None:
+        """The worker died: every group it still owed an answer gets ``error``."""
+        queue = self._queued[host]
+        while queue:
+            self._answers[queue.popleft()] = (False, error)
 
     def _died(self, host: int) -> EnvError:
         proc = self._procs[host]
@@ -184,9 +208,9 @@ class MultiprocessingTransport(Transport):
     # -- shutdown --------------------------------------------------------------------------------------------------
 
     def close(self) -> None:
-        for conn in self._conns.values():
+        for link in self._links.values():
             try:
-                conn.send_bytes(_worker.CLOSE)
+                link.post(ON_PIPE, _worker.CLOSE)
             except OSError:  # already dead: nothing to tell it
                 continue
         for proc in self._procs.values():
@@ -197,21 +221,9 @@ class MultiprocessingTransport(Transport):
             if proc.is_alive():
                 proc.kill()
                 proc.join()
-        for conn in self._conns.values():
-            conn.close()
-        self._procs, self._conns, self._queued, self._answers, self._in_flight = {}, {}, {}, {}, []
+        for link in self._links.values():
+            link.channel.close()
+        self._procs, self._links, self._queued, self._answers, self._in_flight = {}, {}, {}, {}, []
         engine, self._engine = self._engine, None
         if engine is not None:
             engine.close()
-
-
-def _readable(fds: list[int]) -> list[int]:
-    """Block until some of ``fds`` are readable (or closed); which. ``poll`` where the platform has it (no limit on
-    descriptor numbers), else ``select``; cheaper than ``multiprocessing.connection.wait``, which builds a selector
-    per call."""
-    if not hasattr(select, "poll"):
-        return select.select(fds, [], [])[0]
-    poller = select.poll()
-    for fd in fds:
-        poller.register(fd, select.POLLIN)
-    return [fd for fd, _ in poller.poll()]

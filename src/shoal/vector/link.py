@@ -1,0 +1,157 @@
+"""How the multiprocessing backend's parent and a worker signal each other: counters in shared memory while the
+other side is awake, the pipe for payloads and to wake a side that sleeps.
+
+Per host (worker process), in one :class:`~shoal.vector._counters.Counters` block shared by all processes:
+``posted`` (commands the parent posted), ``done`` (commands the worker answered), ``asleep`` (the worker blocks on
+its pipe), one command slot per group it hosts (which of its groups to step, or :data:`ON_PIPE`: the command is a
+pickled message on the pipe) and one answer slot per group (:data:`ON_PIPE`: the answer is a message on the pipe;
+0: nothing to report, the results are in shared memory). Shared by all hosts: ``events`` (every answer bumps it;
+the parent spins on it) and ``parent_asleep``. A host never has more commands in flight than groups, so the slots
+form a ring that is never overrun.
+
+A step is then: the parent writes the group into its slot and bumps ``posted``; the worker, spinning on ``posted``,
+steps the group, writes the answer slot and bumps ``done`` and ``events``; the parent, spinning on ``events``, reads
+them. No system call and no pickle: about 1 us where a pipe round trip costs ~12 us on a small VM.
+
+A side that has spun ``spin_s`` without news raises its ``asleep`` flag and blocks on its pipe(s); the other side,
+after bumping a counter, sends a :data:`~shoal.vector.channel.WAKE` message when it sees the flag. Every counter
+operation is sequentially consistent, so of "bump, then read the flag" and "raise the flag, then read the
+counter" one always sees the other's write: no wake-up is lost. A dead peer closes its pipe: the sleeper's wait
+ends with :class:`PeerClosed`.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable, Sequence
+
+from shoal.vector._counters import Counters
+from shoal.vector.channel import WAKE, Channel, Poller
+
+EVENTS, PARENT_ASLEEP = 0, 1
+ON_PIPE = -1
+_SHARED = 2  # counters before the first host's
+
+
+def counters_needed(hosts: int, ring: int) -> int:
+    """How many counters ``hosts`` links of ``ring`` slots each use."""
+    return _SHARED + hosts * (3 + 2 * ring)
+
+
+class PeerClosed(EOFError):
+    """The other end of channel ``index`` (of those waited on) closed its pipe: the process died or exited."""
+
+    def __init__(self, index: int) -> None:
+        super().__init__(f"the other end of pipe {index} is closed")
+        self.index = index
+
+
+class Link:
+    """The parent's or a worker's end of one host's link: its pipe and its counters.
+
+    Args:
+        channel: this side's end of the host's pipe.
+        counters: the shared counter block (:func:`counters_needed` of them).
+        host: the host's index.
+        ring: slots per direction (the number of groups the host runs).
+    """
+
+    def __init__(self, channel: Channel, counters: Counters, host: int, ring: int) -> None:
+        self.channel, self.counters, self.ring = channel, counters, ring
+        base = _SHARED + host * (3 + 2 * ring)
+        self._posted, self._done, self._asleep = base, base + 1, base + 2
+        self._commands, self._answers = base + 3, base + 3 + ring
+        self.sent = 0  # parent: commands posted; worker: answers given
+        self.taken = 0  # parent: answers taken; worker: commands taken
+
+    # -- the parent's side -----------------------------------------------------------------------------------------
+
+    def post(self, group: int, message: bytes = b"") -> None:
+        """Post a command: step the host's group ``group`` (its index among the host's groups), or, with
+        ``group == ON_PIPE``, the pickled command ``message``."""
+        counters = self.counters
+        if group == ON_PIPE:
+            self.channel.send(message)  # on the pipe before it is posted: the worker reads it when it sees the post
+        counters.store(self._commands + self.sent % self.ring, group)
+        self.sent += 1
+        counters.store(self._posted, self.sent)
+        if counters.load(self._asleep):
+            self.channel.send(WAKE)
+
+    def answered(self) -> bool:
+        """Whether an answer is waiting to be taken."""
+        return self.counters.load(self._done) > self.taken
+
+    def take_answer(self) -> bytes:
+        """The next answer (call :meth:`answered` first): a message, or ``b""`` when there was nothing to report."""
+        on_pipe = self.counters.load(self._answers + self.taken % self.ring) == ON_PIPE
+        self.taken += 1
+        return self.channel.recv() if on_pipe else b""
+
+    # -- the worker's side -----------------------------------------------------------------------------------------
+
+    def wait_command(self, spin_s: float, timeout: float | None) -> bool:
+        """Wait until a command is posted (spin ``spin_s``, then sleep up to ``timeout``); whether one was."""
+        posted = self._posted
+        return wait(self.counters, posted, self._asleep, lambda: self.counters.load(posted) > self.taken,
+                    [self.channel], spin_s, timeout)
+
+    def take_command(self) -> int | bytes:
+        """The next command (call :meth:`wait_command` first): the group to step, or a pickled message."""
+        group = self.counters.load(self._commands + self.taken % self.ring)
+        self.taken += 1
+        return self.channel.recv() if group == ON_PIPE else group
+
+    def answer(self, message: bytes) -> None:
+        """Answer the oldest unanswered command: ``message``, or ``b""`` (nothing to report)."""
+        counters = self.counters
+        if message:
+            self.channel.send(message)
+        counters.store(self._answers + self.sent % self.ring, ON_PIPE if message else 0)
+        self.sent += 1
+        counters.store(self._done, self.sent)
+        counters.add(EVENTS, 1)
+        if counters.load(PARENT_ASLEEP):
+            self.channel.send(WAKE)
+
+
+def wait(
+    counters: Counters,
+    watched: int,
+    asleep: int,
+    ready: Callable[[], bool],
+    channels: Sequence[Channel],
+    spin_s: float,
+    timeout: float | None,
+) -> bool:
+    """Wait until ``ready()``: spin on counter ``watched`` for up to ``spin_s``, then sleep on the ``channels``'
+    pipes with flag ``asleep`` raised, up to ``timeout`` seconds in all (None: forever). Whether ``ready()`` holds.
+
+    Raises :class:`PeerClosed` when one of the pipes reaches end of file.
+    """
+    deadline = None if timeout is None else time.monotonic() + timeout
+    poller = channels[0].poller if len(channels) == 1 else None
+    while True:
+        seen = counters.load(watched)
+        if ready():
+            return True
+        if spin_s > 0 and counters.wait(watched, seen, spin_s) != seen:
+            continue
+        counters.store(asleep, 1)
+        try:
+            if ready():
+                return True
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                return False
+            if poller is None:
+                poller = Poller(c.fd for c in channels)
+            readable = set(poller.ready(left))
+            for index, channel in enumerate(channels):
+                if channel.fd in readable:
+                    try:
+                        channel.discard_wakes()
+                    except EOFError:
+                        raise PeerClosed(index) from None
+        finally:
+            counters.store(asleep, 0)

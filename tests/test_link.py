@@ -1,0 +1,187 @@
+"""The multiprocessing backend's signalling, piece by piece: the atomic counters (C), the pipe framing with wake-up
+messages, and the link protocol between two real processes (answers in order, payloads on the pipe, no lost
+wake-up whether the sides spin or sleep, a dead peer ends a wait)."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import random
+import threading
+import time
+
+import pytest
+
+from shoal.vector._counters import Counters
+from shoal.vector.channel import WAKE, Channel
+from shoal.vector.link import EVENTS, ON_PIPE, PARENT_ASLEEP, Link, PeerClosed, counters_needed, wait
+
+# -- counters ------------------------------------------------------------------------------------------------------
+
+
+def test_counters_load_store_add():
+    counters = Counters(mp.RawArray("b", Counters.nbytes(3)), 3)
+    assert [counters.load(i) for i in range(3)] == [0, 0, 0]
+    counters.store(1, 41)
+    assert counters.add(1, 1) == 42
+    assert [counters.load(i) for i in range(3)] == [0, 42, 0]
+    counters.store(2, -(2**62))
+    assert counters.load(2) == -(2**62)
+
+
+def test_counters_wait_returns_the_new_value_or_gives_up():
+    counters = Counters(mp.RawArray("b", Counters.nbytes(1)), 1)
+    counters.store(0, 7)
+    assert counters.wait(0, 3, 10.0) == 7  # differs already: at once
+    start = time.perf_counter()
+    assert counters.wait(0, 7, 0.02) == 7  # never changes: gives up
+    assert 0.02 <= time.perf_counter() - start < 2.0
+    # The spin releases the GIL, so a thread of this process can make the change it waits for.
+    threading.Timer(0.01, counters.store, (0, 8)).start()
+    assert counters.wait(0, 7, 10.0) == 8
+
+
+def _bump_after(memory, count, delay):
+    time.sleep(delay)
+    Counters(memory, count).add(0, 5)
+
+
+def test_counters_are_shared_between_processes():
+    memory = mp.RawArray("b", Counters.nbytes(1))
+    counters = Counters(memory, 1)
+    child = mp.get_context("spawn").Process(target=_bump_after, args=(memory, 1, 0.05))
+    child.start()
+    assert counters.wait(0, 0, 30.0) == 5
+    child.join()
+
+
+def test_counters_reject_bad_arguments():
+    memory = mp.RawArray("b", Counters.nbytes(2))
+    with pytest.raises(ValueError, match=r"3 counters need 192 bytes aligned to 8, got 128 bytes"):
+        Counters(memory, 3)
+    with pytest.raises(ValueError, match=r"count must be >= 0, got -1"):
+        Counters(memory, -1)
+    with pytest.raises(BufferError, match=r"not writable"):
+        Counters(bytes(256), 1)
+    counters = Counters(memory, 2)
+    with pytest.raises(IndexError, match=r"counter 2 out of range \[0, 2\)"):
+        counters.load(2)
+    with pytest.raises(IndexError, match=r"counter -1 out of range \[0, 2\)"):
+        counters.store(-1, 0)
+    with pytest.raises(TypeError, match=r"wait\(index, old, seconds\) takes 3 arguments, got 2"):
+        counters.wait(0, 0)
+
+
+# -- the pipe ------------------------------------------------------------------------------------------------------
+
+
+def test_channel_frames_messages_and_skips_wake_ups():
+    a, b = mp.Pipe()
+    left, right = Channel(a), Channel(b)
+    big = os.urandom(300_000)  # more than a pipe holds: the writer must wait for the reader
+    writer = threading.Thread(target=lambda: [left.send(m) for m in (b"one", WAKE, b"", WAKE, WAKE, big, b"two")])
+    writer.start()
+    assert [right.recv() for _ in range(4)] == [b"one", b"", big, b"two"]
+    writer.join()
+    left.close()
+    with pytest.raises(EOFError, match="closed"):
+        right.recv()
+    right.close()
+
+
+def test_discard_wakes_keeps_the_message_behind_them():
+    a, b = mp.Pipe()
+    left, right = Channel(a), Channel(b)
+    for message in (WAKE, WAKE, b"payload", WAKE):
+        left.send(message)
+    right.discard_wakes()
+    assert right.recv() == b"payload"
+    left.send(b"next")
+    assert right.recv() == b"next"  # the wake-up after the payload was skipped too
+    left.close()
+    right.close()
+
+
+# -- the link between two processes ----------------------------------------------------------------------------------
+
+
+def _echo_worker(conn, memory, count, ring, spin_s, jitter_s):
+    """Answers step commands with b"" (or, for group 1, a payload naming the command) and pipe commands with the
+    message reversed; stops at b"stop". Sleeps a random while now and then, so that the parent's posts and waits
+    meet a worker that is working, spinning or asleep."""
+    link = Link(Channel(conn), Counters(memory, count), 0, ring)
+    rng = random.Random(1)
+    number = 0
+    while True:
+        assert link.wait_command(spin_s, 30.0), "no command within 30 s"
+        command = link.take_command()
+        if command == b"stop":
+            return
+        if rng.random() < 0.3:
+            time.sleep(rng.random() * jitter_s)
+        if isinstance(command, int):
+            link.answer(b"" if command == 0 else f"step {number}".encode())
+        else:
+            link.answer(command[::-1])
+        number += 1
+
+
+@pytest.mark.parametrize("spin_s", [0.0, 50e-6], ids=["sleeping", "spinning"])
+def test_link_answers_every_command_in_order_without_lost_wake_ups(spin_s):
+    ring = 2
+    count = counters_needed(1, ring)
+    memory = mp.RawArray("b", Counters.nbytes(count))
+    counters = Counters(memory, count)
+    parent_end, child_end = mp.Pipe()
+    worker = mp.Process(target=_echo_worker, args=(child_end, memory, count, ring, spin_s, 200e-6))
+    worker.start()
+    link = Link(Channel(parent_end), counters, 0, ring)
+    rng = random.Random(2)
+    expected: list[bytes] = []
+    try:
+        for number in range(1500):
+            kind = rng.choice(["step", "payload step", "message"])
+            if kind == "message":
+                link.post(ON_PIPE, f"message {number}".encode())
+                expected.append(f"message {number}".encode()[::-1])
+            else:
+                link.post(0 if kind == "step" else 1)
+                expected.append(b"" if kind == "step" else f"step {number}".encode())
+            if len(expected) == ring or rng.random() < 0.5:  # at most `ring` in flight, as the backend keeps it
+                if rng.random() < 0.3:
+                    time.sleep(rng.random() * 200e-6)
+                while expected:
+                    # A lost wake-up would leave this wait to run out: it must not.
+                    assert wait(counters, EVENTS, PARENT_ASLEEP, link.answered, [link.channel], spin_s, 5.0)
+                    assert link.take_answer() == expected.pop(0)
+        assert counters.load(PARENT_ASLEEP) == 0
+        link.post(ON_PIPE, b"stop")
+        worker.join(10)
+        assert worker.exitcode == 0
+    finally:
+        if worker.is_alive():
+            worker.kill()
+        link.channel.close()
+
+
+def _exit_at_once(conn, memory, count):
+    Link(Channel(conn), Counters(memory, count), 0, 1)
+    os._exit(3)
+
+
+def test_a_dead_peer_ends_the_wait():
+    count = counters_needed(1, 1)
+    memory = mp.RawArray("b", Counters.nbytes(count))
+    counters = Counters(memory, count)
+    parent_end, child_end = mp.Pipe()
+    worker = mp.Process(target=_exit_at_once, args=(child_end, memory, count))
+    worker.start()
+    child_end.close()  # the worker's exit then closes the last write end
+    link = Link(Channel(parent_end), counters, 0, 1)
+    link.post(0)
+    start = time.monotonic()
+    with pytest.raises(PeerClosed, match="pipe 0 is closed"):
+        wait(counters, EVENTS, PARENT_ASLEEP, link.answered, [link.channel], 100e-6, 30.0)
+    assert time.monotonic() - start < 5.0
+    worker.join()
+    link.channel.close()

@@ -41,3 +41,16 @@ def test_gray_84_next_step_on_every_backend(backend):
 )
 def test_settings(settings):
     assert compare_rollout(GAMES, steps=220, seed=5, backend="serial", **settings) >= 2
+
+
+def test_without_the_vector_paths(monkeypatch):
+    # Where the CPU lacks AVX-512, screens are read with getScreenGrayscale and resized by the scalar kernel.
+    from shoal.atari import _frames, frames
+
+    monkeypatch.setattr(frames, "PALETTE_LOOKUP", False)
+    before = _frames.vectorized()
+    _frames.use_vector(False)
+    try:
+        assert compare_rollout(GAMES, steps=220, seed=7, backend="serial", max_frames=600) >= 2
+    finally:
+        _frames.use_vector(before)

@@ -22,6 +22,7 @@ from gymnasium.utils import seeding
 from gymnasium.vector import AutoresetMode
 
 from shoal.atari.config import AtariConfig
+from shoal.atari import frames
 from shoal.atari.frames import FrameStack
 from shoal.atari.roms import FIRE, NOOP, action_meanings
 from shoal.errors import ConfigError, StateError
@@ -92,6 +93,13 @@ class AtariEngine(Engine):
         self._lives = np.zeros(len(env_ids), np.int64)
         self._game_over = np.zeros(len(env_ids), np.bool_)  # the episode ended: reset next (life_loss_info aside)
         self._frames = FrameStack(buffers.obs, config.grayscale, config.maxpool, len(env_ids))
+        # Each env's palette table (gray value of each index, learned from its ALE; see frames.screen_reader).
+        self._palettes = np.zeros((len(env_ids), 2, 256), np.uint8)
+        raw = np.zeros(self._frames.screens.shape[2:4], np.uint8)  # palette indices of the screen being read
+        self._readers = [
+            frames.screen_reader(ale, config.grayscale, table if frames.PALETTE_LOOKUP else None, raw)
+            for ale, table in zip(self.ales, self._palettes)
+        ]
         extras = buffers.extras
         self._lives_out, self._frame_out = extras["lives"], extras["frame_number"]
         self._episode_frame_out, self._raw_out = extras["episode_frame_number"], extras["raw_reward"]
@@ -120,6 +128,7 @@ class AtariEngine(Engine):
         from ale_py import roms
 
         ale.loadROM(roms.get_rom_path(self.config.games[env_id]))
+        self._palettes[local] = 0  # learned anew for the ROM just loaded
         if self.config.modes[env_id] is not None:
             ale.setMode(self.config.modes[env_id])
         if self.config.difficulties[env_id] is not None:
@@ -145,7 +154,7 @@ class AtariEngine(Engine):
                     ale.reset_game()
             self._lives[local] = ale.lives()
             self._game_over[local] = False
-            self._reader(ale)(self._frames.screens[local, 0])
+            self._readers[local](self._frames.screens[local, 0])
             self._frames.screens[local, 1] = 0
             self._write_info(local, 0.0)
         target = self.buffers.target_rows(ids)
@@ -184,8 +193,7 @@ class AtariEngine(Engine):
         lost (``episodic_life`` only). Like ``AtariPreprocessing``, the loop stops at either, before reading that
         frame's screen, so an ending step shows the screens of the frames before it.
         """
-        ale, shown, lives = self.ales[local], self._frames.screens[local], self._lives
-        read = self._reader(ale)
+        ale, shown, lives, read = self.ales[local], self._frames.screens[local], self._lives, self._readers[local]
         frameskip, episodic = self.config.frameskip, self.config.episodic_life
         before_last = frameskip - 2 if self.config.maxpool else -1
         reward = 0
@@ -204,10 +212,6 @@ class AtariEngine(Engine):
             elif t == frameskip - 1:
                 read(shown[0])
         return reward, False, False
-
-    def _reader(self, ale: Any) -> Any:
-        """The ALE method that copies the screen into an array of the observation's kind."""
-        return ale.getScreenGrayscale if self.config.grayscale else ale.getScreenRGB
 
     def _write_info(self, local: int, raw_reward: float) -> None:
         """Write env ``local``'s info arrays; ``self._lives`` must already hold its lives."""

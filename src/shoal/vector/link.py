@@ -3,21 +3,22 @@ other side is awake, the pipe for payloads and to wake a side that sleeps.
 
 Per host (worker process), in one :class:`~shoal.vector._counters.Counters` block shared by all processes:
 ``posted`` (commands the parent posted), ``done`` (commands the worker answered), ``asleep`` (the worker blocks on
-its pipe), one command slot per group it hosts (which of its groups to step, or :data:`ON_PIPE`: the command is a
+its pipe while this is non-zero: until ``posted`` reaches it), one command slot per group it hosts (which of its groups to step, or :data:`ON_PIPE`: the command is a
 pickled message on the pipe) and one answer slot per group (:data:`ON_PIPE`: the answer is a message on the pipe;
 0: nothing to report, the results are in shared memory). Shared by all hosts: ``events`` (every answer bumps it;
-the parent spins on it) and ``parent_asleep``. A host never has more commands in flight than groups, so the slots
+the parent spins on it) and ``parent_asleep`` (the parent blocks on the pipes until ``events`` reaches it). A host never has more commands in flight than groups, so the slots
 form a ring that is never overrun.
 
 A step is then: the parent writes the group into its slot and bumps ``posted``; the worker, spinning on ``posted``,
 steps the group, writes the answer slot and bumps ``done`` and ``events``; the parent, spinning on ``events``, reads
 them. No system call and no pickle: about 1 us where a pipe round trip costs ~12 us on a small VM.
 
-A side that has spun ``spin_s`` without news raises its ``asleep`` flag and blocks on its pipe(s); the other side,
-after bumping a counter, sends a :data:`~shoal.vector.channel.WAKE` message when it sees the flag. Every counter
-operation is sequentially consistent, so of "bump, then read the flag" and "raise the flag, then read the
-counter" one always sees the other's write: no wake-up is lost. A dead peer closes its pipe: the sleeper's wait
-ends with :class:`PeerClosed`.
+A side that has spun ``spin_s`` without news writes into its ``asleep`` counter the value the watched counter must
+reach for it to go on (the parent waiting for two answers is woken once, by the second) and blocks on its
+pipe(s); the other side, after bumping the counter to that value, sends a :data:`~shoal.vector.channel.WAKE`
+message. Every counter operation is sequentially consistent, so of "bump, then read the sleeper's mark" and "write
+the mark, then read the counter" one always sees the other's write: no wake-up is lost. A dead peer closes its
+pipe: the sleeper's wait ends with :class:`PeerClosed`.
 """
 
 from __future__ import annotations
@@ -75,15 +76,16 @@ class Link:
         counters.store(self._commands + self.sent % self.ring, group)
         self.sent += 1
         counters.store(self._posted, self.sent)
-        if counters.load(self._asleep):
+        mark = counters.load(self._asleep)
+        if mark and self.sent >= mark:
             self.channel.send(WAKE)
 
-    def answered(self) -> bool:
-        """Whether an answer is waiting to be taken."""
-        return self.counters.load(self._done) > self.taken
+    def available(self) -> int:
+        """How many answers are waiting to be taken."""
+        return self.counters.load(self._done) - self.taken
 
     def take_answer(self) -> bytes:
-        """The next answer (call :meth:`answered` first): a message, or ``b""`` when there was nothing to report."""
+        """The next answer (call it when :meth:`available`): a message, or ``b""`` when there was nothing to report."""
         on_pipe = self.counters.load(self._answers + self.taken % self.ring) == ON_PIPE
         self.taken += 1
         return self.channel.recv() if on_pipe else b""
@@ -92,9 +94,9 @@ class Link:
 
     def wait_command(self, spin_s: float, timeout: float | None) -> bool:
         """Wait until a command is posted (spin ``spin_s``, then sleep up to ``timeout``); whether one was."""
-        posted = self._posted
-        return wait(self.counters, posted, self._asleep, lambda: self.counters.load(posted) > self.taken,
-                    [self.channel], spin_s, timeout)
+        counters, posted = self.counters, self._posted
+        return wait(counters, posted, self._asleep, lambda: int(counters.load(posted) == self.taken), [self.channel],
+                    spin_s, timeout)
 
     def take_command(self) -> int | bytes:
         """The next command (call :meth:`wait_command` first): the group to step, or a pickled message."""
@@ -110,8 +112,9 @@ class Link:
         counters.store(self._answers + self.sent % self.ring, ON_PIPE if message else 0)
         self.sent += 1
         counters.store(self._done, self.sent)
-        counters.add(EVENTS, 1)
-        if counters.load(PARENT_ASLEEP):
+        events = counters.add(EVENTS, 1)
+        mark = counters.load(PARENT_ASLEEP)
+        if mark and events >= mark:
             self.channel.send(WAKE)
 
 
@@ -119,27 +122,29 @@ def wait(
     counters: Counters,
     watched: int,
     asleep: int,
-    ready: Callable[[], bool],
+    missing: Callable[[], int],
     channels: Sequence[Channel],
     spin_s: float,
     timeout: float | None,
 ) -> bool:
-    """Wait until ``ready()``: spin on counter ``watched`` for up to ``spin_s``, then sleep on the ``channels``'
-    pipes with flag ``asleep`` raised, up to ``timeout`` seconds in all (None: forever). Whether ``ready()`` holds.
+    """Wait until ``missing()`` is 0: how many more bumps of counter ``watched`` the caller waits for. Spin on it for
+    up to ``spin_s``, then sleep on the ``channels``' pipes with counter ``asleep`` saying at which value of
+    ``watched`` to be woken, up to ``timeout`` seconds in all (None: forever). Whether nothing is missing.
 
     Raises :class:`PeerClosed` when one of the pipes reaches end of file.
     """
     deadline = None if timeout is None else time.monotonic() + timeout
     poller = channels[0].poller if len(channels) == 1 else None
     while True:
-        seen = counters.load(watched)
-        if ready():
+        seen = counters.load(watched)  # before missing(): bumps it has not counted can only wake us early
+        short = missing()
+        if not short:
             return True
         if spin_s > 0 and counters.wait(watched, seen, spin_s) != seen:
             continue
-        counters.store(asleep, 1)
+        counters.store(asleep, seen + short)
         try:
-            if ready():
+            if not missing():
                 return True
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:

@@ -135,7 +135,7 @@ class MultiprocessingTransport(Transport):
         for group in groups:
             while group not in self._answers:
                 host = self.host_of[group]
-                self._wait([host])
+                self._wait([host], 1)
                 self._read(host)
         answers = []
         for group in groups:
@@ -146,9 +146,9 @@ class MultiprocessingTransport(Transport):
     def collect_any(self, count: int) -> list[tuple[int, Any]]:
         while len(self._answers) < count:
             hosts = [h for h, queue in self._queued.items() if queue]
-            self._wait(hosts)
+            self._wait(hosts, count - len(self._answers))
             for host in hosts:
-                if self._queued[host] and self._links[host].answered():
+                while self._queued[host] and self._links[host].available():
                     self._read(host)
         return self.collect(list(self._answers)[:count])
 
@@ -164,14 +164,18 @@ class MultiprocessingTransport(Transport):
         self._queued[host].append(group)
         self._in_flight.append(group)
 
-    def _wait(self, hosts: list[int]) -> None:
-        """Wait until a host of ``hosts`` has an answer (or a dead one is found: it gets its answers, errors)."""
+    def _wait(self, hosts: list[int], count: int) -> None:
+        """Wait until ``hosts`` have ``count`` answers between them (or a dead one is found: it gets its answers,
+        errors)."""
         links = [self._links[h] for h in hosts if self._queued[h]]
         if not links:
             return
+
+        def missing() -> int:
+            return max(0, count - sum(link.available() for link in links))
+
         try:
-            wait(self._counters, EVENTS, PARENT_ASLEEP, lambda: any(link.answered() for link in links),
-                 [link.channel for link in links], self._spin_s, None)
+            wait(self._counters, EVENTS, PARENT_ASLEEP, missing, [link.channel for link in links], self._spin_s, None)
         except PeerClosed as closed:
             host = next(h for h in hosts if self._links[h] is links[closed.index])
             self._fail(host, self._died(host))

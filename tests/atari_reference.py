@@ -16,7 +16,7 @@ from ale_py.env import AtariEnv
 from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
 
 import shoal
-from shoal.vector.base import parse_autoreset_mode
+from shoal.vector.checks import parse_autoreset_mode
 
 INFO_KEYS = ("lives", "frame_number", "episode_frame_number")
 """The info entries both sides report (the reference also reports ``seeds`` after a seeded reset)."""

@@ -8,7 +8,6 @@ backends only move commands and results (:mod:`shoal.vector.transport`).
 from __future__ import annotations
 
 import os
-from enum import Enum
 from typing import Any, Literal, Sequence
 
 import gymnasium
@@ -17,18 +16,10 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
-from shoal.errors import (
-    AlreadyPendingCallError,
-    ClosedError,
-    ConfigError,
-    MissingDependencyError,
-    NoAsyncCallError,
-    NotResetError,
-    ResetArgumentError,
-    ResetNeededError,
-)
+from shoal.errors import ConfigError, MissingDependencyError, NotResetError, ResetArgumentError, ResetNeededError
 from shoal.spaces import Layout
 from shoal.vector.buffers import BufferSpec
+from shoal.vector.calls import Calls
 from shoal.vector.checks import (
     check_batch,
     check_flat_sequences,
@@ -36,35 +27,14 @@ from shoal.vector.checks import (
     check_seeds,
     check_sequences,
     is_sequence_batch,
+    parse_autoreset_mode,
 )
 from shoal.vector.engine import Command, Op, Sequences
 from shoal.vector.infos import merge_infos
+from shoal.vector.state import AsyncState, check_idle, check_waiting, refuse_timeout
 from shoal.vector.transport import EngineFactory, Transport
 
 Backend = Literal["serial", "multiprocessing", "ray"]
-
-
-class AsyncState(Enum):
-    """What the vector env is waiting for."""
-
-    DEFAULT = "default"
-    WAITING_RESET = "reset"
-    WAITING_STEP = "step"
-    WAITING_CALL = "call"
-
-
-def parse_autoreset_mode(mode: str | AutoresetMode) -> AutoresetMode:
-    """Gymnasium's enum, its values ("NextStep") or snake_case names ("next_step", ale-py's spelling)."""
-    if isinstance(mode, AutoresetMode):
-        return mode
-    key = str(mode).replace("_", "").replace("-", "").lower()
-    for member in AutoresetMode:
-        if member.value.lower() == key:
-            return member
-    raise ConfigError(
-        f"autoreset_mode must be one of 'next_step', 'same_step', 'disabled' (or gymnasium's AutoresetMode), "
-        f"got {mode!r}"
-    )
 
 
 def split_groups(num_envs: int, num_groups: int) -> list[range]:
@@ -74,7 +44,7 @@ def split_groups(num_envs: int, num_groups: int) -> list[range]:
     return [range(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
 
 
-class VectorEnv(gymnasium.vector.VectorEnv):
+class VectorEnv(Calls, gymnasium.vector.VectorEnv):
     """A batch of envs stepped by a backend, behind Gymnasium's ``VectorEnv`` API.
 
     Build one with :func:`shoal.make`, :class:`shoal.AtariVectorEnv` or the drop-in
@@ -156,7 +126,7 @@ class VectorEnv(gymnasium.vector.VectorEnv):
 
         self.groups, hosts = self._layout()
         self._group_arrays = [np.arange(r.start, r.stop) for r in self.groups]
-        self._held_cache: tuple[tuple[int, ...], np.ndarray] = ((), np.zeros(0, np.int64))
+        self._batches: dict[tuple[int, ...], tuple[np.ndarray, Any]] = {}  # held groups -> (env ids, buffer rows)
         spec = BufferSpec(self.num_envs, self._obs_layout, self._action_layout, dict(extras or {}))
         self._transport = self._make_transport(
             factory, spec, backend, hosts, context=context, daemon=daemon, inline=inline, address=address
@@ -300,7 +270,7 @@ class VectorEnv(gymnasium.vector.VectorEnv):
 
     def reset_wait(self, timeout: float | None = None) -> tuple[Any, dict[str, Any]]:
         """The results of :meth:`reset_async`."""
-        _refuse_timeout(timeout)
+        refuse_timeout(timeout)
         self._check_waiting(AsyncState.WAITING_RESET, "reset_wait")
         groups, full = self._reset_request
         self._state = AsyncState.DEFAULT
@@ -314,7 +284,7 @@ class VectorEnv(gymnasium.vector.VectorEnv):
         if self.is_async:
             ids = self._held_envs()
             self._on_batch(ids)
-            return self._observations(self._rows(ids)), self._infos(answers, ids)
+            return self._observations(self._held_rows()), self._infos(answers, ids)
         return self._observations(slice(None)), self._infos(answers, None)
 
     # -- step --------------------------------------------------------------------------------------------------------
@@ -340,7 +310,7 @@ class VectorEnv(gymnasium.vector.VectorEnv):
             return
         batch = check_batch(self._single_action, actions, len(ids), "actions")
         self._check_env_actions(ids, batch, None)
-        self._action_layout.write(self._buffers.actions, self._rows(ids) if self.is_async else slice(None), batch)
+        self._action_layout.write(self._buffers.actions, self._held_rows() if self.is_async else slice(None), batch)
         self._dispatch_step({g: Command(Op.STEP, self._group_ids(g)) for g in self._held}, ids, ids, False)
 
     def send_sequences(self, values: Any, offsets: Any, gamma: float | None = None) -> None:
@@ -420,64 +390,13 @@ class VectorEnv(gymnasium.vector.VectorEnv):
         self._held = [g for g, _ in answers]
         ids = self._held_envs()
         self._on_batch(ids)
-        return answers, ids, self._rows(ids)
+        return answers, ids, self._held_rows()
 
     def _sequenced(self, answers: list[tuple[int, Any]]) -> bool:
         return bool(self._used_sequences) and any(g in self._used_sequences for g, _ in answers)
 
     step_async = send
     step_wait = recv
-
-    # -- call / attributes --------------------------------------------------------------------------------------------
-
-    def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
-        """Call ``name(*args, **kwargs)`` on every env (or read it, if it is not callable); one result per env."""
-        self.call_async(name, *args, **kwargs)
-        return self.call_wait()
-
-    def call_async(self, name: str, *args: Any, **kwargs: Any) -> None:
-        self._run_everywhere(Op.CALL, (name, args, kwargs))
-
-    def call_wait(self, timeout: float | None = None) -> tuple[Any, ...]:
-        _refuse_timeout(timeout)
-        self._check_waiting(AsyncState.WAITING_CALL, "call_wait")
-        self._state = AsyncState.DEFAULT
-        answers = self._transport.collect(list(range(len(self.groups))))
-        return tuple(value for _, result in answers for value in result)
-
-    def get_attr(self, name: str) -> tuple[Any, ...]:
-        """The attribute ``name`` of every env."""
-        self._run_everywhere(Op.GET_ATTR, name)
-        return self.call_wait()
-
-    def set_attr(self, name: str, values: Any) -> None:
-        """Set attribute ``name`` on every env: one value per env (list/tuple), or the same value for all."""
-        if isinstance(values, (list, tuple)):
-            if len(values) != self.num_envs:
-                raise ConfigError(f"set_attr needs one value per env ({self.num_envs}), got {len(values)}")
-        else:
-            values = [values] * self.num_envs
-        self._check_idle("set_attr")
-        self._quiesce_for_call()
-        self._transport.dispatch(
-            {
-                g: Command(Op.SET_ATTR, self._group_ids(g), (name, list(values[r.start : r.stop])))
-                for g, r in enumerate(self.groups)
-            }
-        )
-        self._transport.collect(list(range(len(self.groups))))
-
-    def _run_everywhere(self, op: Op, payload: Any) -> None:
-        self._check_idle(op.name.lower())
-        self._quiesce_for_call()
-        self._transport.dispatch(
-            {g: Command(op, self._group_ids(g), payload) for g in range(len(self.groups))}
-        )
-        self._state = AsyncState.WAITING_CALL
-
-    def render(self) -> tuple[Any, ...] | None:
-        """Each env's ``render()``."""
-        return self.call("render")
 
     # -- flat observations -----------------------------------------------------------------------------------------
 
@@ -546,12 +465,25 @@ class VectorEnv(gymnasium.vector.VectorEnv):
         return self._group_arrays[group]
 
     def _held_envs(self) -> np.ndarray:
-        """The env ids of the held batch, in batch order (cached: in synchronous mode it never changes)."""
+        """The env ids of the held batch, in batch order."""
+        return self._held_batch()[0]
+
+    def _held_rows(self) -> Any:
+        """The buffer rows of the held batch: :meth:`_rows` of its env ids."""
+        return self._held_batch()[1]
+
+    def _held_batch(self) -> tuple[np.ndarray, Any]:
+        """Env ids and rows of the held batch, cached per set of groups (a few sets recur: in synchronous mode one,
+        in asynchronous mode the ways of drawing a batch from the groups)."""
         assert self._held is not None
         key = tuple(self._held)
-        if self._held_cache[0] != key:
-            self._held_cache = (key, np.concatenate([self._group_arrays[g] for g in key]))
-        return self._held_cache[1]
+        batch = self._batches.get(key)
+        if batch is None:
+            if len(self._batches) > 256:  # many groups: do not keep every combination ever drawn
+                self._batches.clear()
+            ids = np.concatenate([self._group_arrays[g] for g in key])
+            batch = self._batches[key] = (ids, self._rows(ids))
+        return batch
 
     @staticmethod
     def _rows(ids: np.ndarray) -> Any:
@@ -576,6 +508,7 @@ class VectorEnv(gymnasium.vector.VectorEnv):
         return b.slot(k)[rows], not isinstance(rows, slice)  # fancy indexing copies
 
     def _infos(self, answers: list[tuple[int, Any]], ids: np.ndarray | None) -> dict[str, Any]:
+        """The infos of ``answers`` for the held batch: all envs in order (``ids`` None) or envs ``ids``."""
         entries = [entry for _, result in answers if result for entry in result]
         infos: dict[str, Any] = {}
         if ids is None:
@@ -586,7 +519,7 @@ class VectorEnv(gymnasium.vector.VectorEnv):
             if entries:
                 row_of = {e: r for r, e in enumerate(ids.tolist())}
                 infos = merge_infos(((row_of[e], info) for e, info in entries), len(ids))
-            rows = self._rows(ids)
+            rows = self._held_rows()
         for name, array in self._buffers.extras.items():
             infos[name] = array[rows].copy()
         if ids is not None:
@@ -602,48 +535,11 @@ class VectorEnv(gymnasium.vector.VectorEnv):
     def _on_batch(self, ids: np.ndarray) -> None:
         """Called when the caller receives a new asynchronous batch (envs ``ids``); a subclass's hook."""
 
-    def _call_each(self, name: str, env_ids: Sequence[int] | None, values: list[Any] | None = None) -> list[Any]:
-        """Call engine method ``name`` on envs ``env_ids`` (all if None), with one value each if given.
-
-        Returns one result per env, in the order of ``env_ids``.
-        """
-        ids = np.arange(self.num_envs) if env_ids is None else np.asarray(env_ids)
-        if ids.ndim != 1 or ids.dtype.kind not in "iu" or (len(ids) and (ids.min() < 0 or ids.max() >= self.num_envs)):
-            raise ConfigError(f"env_ids must be a list of env indices in [0, {self.num_envs}), got {env_ids!r}")
-        if values is not None and len(values) != len(ids):
-            raise ConfigError(f"{name}: expected one value per env id ({len(ids)}), got {len(values)}")
-        self._check_idle(name)
-        self._quiesce_for_call()
-        starts = np.array([r.start for r in self.groups])
-        group_of = np.searchsorted(starts, ids, side="right") - 1
-        positions = {g: np.flatnonzero(group_of == g) for g in np.unique(group_of).tolist()}
-        commands = {}
-        for g, where in positions.items():
-            args = () if values is None else ([values[p] for p in where.tolist()],)
-            commands[g] = Command(Op.CALL, ids[where], (name, args, {}))
-        self._transport.dispatch(commands)
-        results: list[Any] = [None] * len(ids)
-        for g, answer in self._transport.collect(list(commands)):
-            for p, value in zip(positions[g].tolist(), answer):
-                results[p] = value
-        return results
-
     def _check_idle(self, name: str) -> None:
-        if self.closed:
-            raise ClosedError(f"{name}: this vector env is closed")
-        if self._state is not AsyncState.DEFAULT:
-            raise AlreadyPendingCallError(
-                f"{name}: a {self._state.value} call is still pending; receive it first (recv()/"
-                f"{self._state.value}_wait())",
-                self._state.value,
-            )
+        check_idle(self._state, self.closed, name)
 
     def _check_waiting(self, state: AsyncState, name: str) -> None:
-        if self.closed:
-            raise ClosedError(f"{name}: this vector env is closed")
-        if self._state is not state:
-            started = {"recv": "send()", "reset_wait": "reset_async()", "call_wait": "call_async()"}.get(name, "")
-            raise NoAsyncCallError(f"{name}: no pending call to wait for; call {started} first", state.value)
+        check_waiting(self._state, state, self.closed, name)
 
     def _in_flight(self) -> list[int]:
         if not self.is_async or self._held is None:
@@ -669,14 +565,6 @@ class VectorEnv(gymnasium.vector.VectorEnv):
     def _discard_in_flight(self) -> None:
         self._park_in_flight()
         self._ready = []
-
-
-def _refuse_timeout(timeout: float | None) -> None:
-    if timeout is not None:
-        raise ConfigError(
-            f"timeout={timeout!r} is not supported: shoal waits until the envs answer (a dead worker is reported "
-            f"at once); pass timeout=None"
-        )
 
 
 def _dtype_min(dtype: np.dtype) -> Any:

@@ -11,8 +11,9 @@ from typing import Any
 
 import numpy as np
 from gymnasium import spaces
+from gymnasium.vector import AutoresetMode
 
-from shoal.errors import ActionError, ResetArgumentError
+from shoal.errors import ActionError, ConfigError, ResetArgumentError
 
 _INTEGER_KINDS = "iub"
 _NUMERIC_KINDS = "iubf"
@@ -203,3 +204,17 @@ def check_reset_mask(mask: Any, n: int) -> np.ndarray:
     if not mask.any():
         raise ResetArgumentError("options['reset_mask'] selects no env; at least one entry must be True")
     return mask
+
+
+def parse_autoreset_mode(mode: str | AutoresetMode) -> AutoresetMode:
+    """Gymnasium's enum, its values ("NextStep") or snake_case names ("next_step", ale-py's spelling)."""
+    if isinstance(mode, AutoresetMode):
+        return mode
+    key = str(mode).replace("_", "").replace("-", "").lower()
+    for member in AutoresetMode:
+        if member.value.lower() == key:
+            return member
+    raise ConfigError(
+        f"autoreset_mode must be one of 'next_step', 'same_step', 'disabled' (or gymnasium's AutoresetMode), "
+        f"got {mode!r}"
+    )

@@ -3,11 +3,12 @@ other side is awake, the pipe for payloads and to wake a side that sleeps.
 
 Per host (worker process), in one :class:`~shoal.vector._counters.Counters` block shared by all processes:
 ``posted`` (commands the parent posted), ``done`` (commands the worker answered), ``asleep`` (the worker blocks on
-its pipe while this is non-zero: until ``posted`` reaches it), one command slot per group it hosts (which of its groups to step, or :data:`ON_PIPE`: the command is a
-pickled message on the pipe) and one answer slot per group (:data:`ON_PIPE`: the answer is a message on the pipe;
-0: nothing to report, the results are in shared memory). Shared by all hosts: ``events`` (every answer bumps it;
-the parent spins on it) and ``parent_asleep`` (the parent blocks on the pipes until ``events`` reaches it). A host never has more commands in flight than groups, so the slots
-form a ring that is never overrun.
+its pipe while this is non-zero: until ``posted`` reaches it), one command slot per group it hosts (which of its
+groups to step, or :data:`ON_PIPE`: the command is a pickled message on the pipe) and one answer slot per group
+(:data:`ON_PIPE`: the answer is a message on the pipe; 0: nothing to report, the results are in shared memory).
+Shared by all hosts: ``events`` (every answer bumps it; the parent spins on it) and ``parent_asleep`` (the parent
+blocks on the pipes until ``events`` reaches it). A host never has more commands in flight than groups, so the
+slots form a ring that is never overrun.
 
 A step is then: the parent writes the group into its slot and bumps ``posted``; the worker, spinning on ``posted``,
 steps the group, writes the answer slot and bumps ``done`` and ``events``; the parent, spinning on ``events``, reads

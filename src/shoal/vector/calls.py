@@ -1,0 +1,96 @@
+"""``call``/``get_attr``/``set_attr`` of the vector env, and calls of an engine method on chosen envs.
+
+Calls are rare and carry Python objects (pickled across processes), so they take the slow road: whatever is stepping
+is parked first (its answers kept for the next ``recv``), observations are moved home (see
+``VectorEnv._quiesce_for_call``), then each group that hosts a named env runs the command.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from shoal.errors import ConfigError
+from shoal.vector.engine import Command, Op
+from shoal.vector.state import AsyncState, refuse_timeout
+
+
+class Calls:
+    """The call methods of :class:`~shoal.vector.base.VectorEnv` (a mixin: it uses the vector env's transport,
+    groups and state machine)."""
+
+    def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+        """Call ``name(*args, **kwargs)`` on every env (or read it, if it is not callable); one result per env."""
+        self.call_async(name, *args, **kwargs)
+        return self.call_wait()
+
+    def call_async(self, name: str, *args: Any, **kwargs: Any) -> None:
+        self._run_everywhere(Op.CALL, (name, args, kwargs))
+
+    def call_wait(self, timeout: float | None = None) -> tuple[Any, ...]:
+        refuse_timeout(timeout)
+        self._check_waiting(AsyncState.WAITING_CALL, "call_wait")
+        self._state = AsyncState.DEFAULT
+        answers = self._transport.collect(list(range(len(self.groups))))
+        return tuple(value for _, result in answers for value in result)
+
+    def get_attr(self, name: str) -> tuple[Any, ...]:
+        """The attribute ``name`` of every env."""
+        self._run_everywhere(Op.GET_ATTR, name)
+        return self.call_wait()
+
+    def set_attr(self, name: str, values: Any) -> None:
+        """Set attribute ``name`` on every env: one value per env (list/tuple), or the same value for all."""
+        if isinstance(values, (list, tuple)):
+            if len(values) != self.num_envs:
+                raise ConfigError(f"set_attr needs one value per env ({self.num_envs}), got {len(values)}")
+        else:
+            values = [values] * self.num_envs
+        self._check_idle("set_attr")
+        self._quiesce_for_call()
+        self._transport.dispatch(
+            {
+                g: Command(Op.SET_ATTR, self._group_ids(g), (name, list(values[r.start : r.stop])))
+                for g, r in enumerate(self.groups)
+            }
+        )
+        self._transport.collect(list(range(len(self.groups))))
+
+    def _run_everywhere(self, op: Op, payload: Any) -> None:
+        self._check_idle(op.name.lower())
+        self._quiesce_for_call()
+        self._transport.dispatch(
+            {g: Command(op, self._group_ids(g), payload) for g in range(len(self.groups))}
+        )
+        self._state = AsyncState.WAITING_CALL
+
+    def render(self) -> tuple[Any, ...] | None:
+        """Each env's ``render()``."""
+        return self.call("render")
+
+    def _call_each(self, name: str, env_ids: Sequence[int] | None, values: list[Any] | None = None) -> list[Any]:
+        """Call engine method ``name`` on envs ``env_ids`` (all if None), with one value each if given.
+
+        Returns one result per env, in the order of ``env_ids``.
+        """
+        ids = np.arange(self.num_envs) if env_ids is None else np.asarray(env_ids)
+        if ids.ndim != 1 or ids.dtype.kind not in "iu" or (len(ids) and (ids.min() < 0 or ids.max() >= self.num_envs)):
+            raise ConfigError(f"env_ids must be a list of env indices in [0, {self.num_envs}), got {env_ids!r}")
+        if values is not None and len(values) != len(ids):
+            raise ConfigError(f"{name}: expected one value per env id ({len(ids)}), got {len(values)}")
+        self._check_idle(name)
+        self._quiesce_for_call()
+        starts = np.array([r.start for r in self.groups])
+        group_of = np.searchsorted(starts, ids, side="right") - 1
+        positions = {g: np.flatnonzero(group_of == g) for g in np.unique(group_of).tolist()}
+        commands = {}
+        for g, where in positions.items():
+            args = () if values is None else ([values[p] for p in where.tolist()],)
+            commands[g] = Command(Op.CALL, ids[where], (name, args, {}))
+        self._transport.dispatch(commands)
+        results: list[Any] = [None] * len(ids)
+        for g, answer in self._transport.collect(list(commands)):
+            for p, value in zip(positions[g].tolist(), answer):
+                results[p] = value
+        return results

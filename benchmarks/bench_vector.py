@@ -2,9 +2,9 @@
 
     python benchmarks/bench_vector.py [--seconds 1] [--rounds 3] [--envs 8 16 64] [--workloads cartpole burn200us dict]
 
-Prints steps/s of every configuration (best of ``--rounds`` interleaved rounds) and, per workload and env count, the
-ratio of shoal's best configuration to the best peer configuration measured in the same run (absolute figures drift
-on a shared machine; ratios hold).
+Prints steps/s of every configuration (its best window over ``--rounds`` interleaved rounds) and, per workload and
+env count, the ratio of shoal's best configuration to the best peer configuration measured in the same run (absolute
+figures drift on a shared machine; ratios hold).
 """
 
 from __future__ import annotations
@@ -23,19 +23,22 @@ from workloads import WORKLOADS  # noqa: E402
 import shoal  # noqa: E402
 
 
-def measure(envs, seconds: float) -> float:
+def measure(envs, seconds: float, windows: int = 5) -> float:
+    """Steps/s of ``envs`` (closed afterwards): the best of ``windows`` windows of ``seconds / windows`` each, after
+    a warm-up of one window (like ``timeit``'s minimum: a spell of the shared machine's noise costs one window)."""
     envs.reset(seed=0)
     n = envs.num_envs
     actions = np.zeros(n, np.int64)
-    for _ in range(10):
-        envs.step(actions)
-    steps, start = 0, time.perf_counter()
-    while time.perf_counter() - start < seconds:
-        envs.step(actions)
-        steps += n
-    elapsed = time.perf_counter() - start
+    best, window = 0.0, seconds / windows
+    for w in range(windows + 1):
+        steps, start = 0, time.perf_counter()
+        while time.perf_counter() - start < window:
+            envs.step(actions)
+            steps += n
+        if w:  # the first window warms up
+            best = max(best, steps / (time.perf_counter() - start))
     envs.close()
-    return steps / elapsed
+    return best
 
 
 def configs(fn, n):

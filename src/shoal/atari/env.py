@@ -141,6 +141,7 @@ class AtariVectorEnv(VectorEnv):
         )
         self._counts = np.asarray(self.num_actions)
         self._mixed = not continuous and len(set(self.num_actions)) > 1
+        self._batch_spaces: dict[tuple[int, ...], spaces.MultiDiscrete] = {}
         if self._mixed:
             self.single_action_space = None
             self._on_batch(np.arange(self.batch_size))
@@ -148,8 +149,13 @@ class AtariVectorEnv(VectorEnv):
     # -- actions ---------------------------------------------------------------------------------------------------
 
     def _on_batch(self, ids: np.ndarray) -> None:
-        if getattr(self, "_mixed", False):
-            self.action_space = spaces.MultiDiscrete(self._counts[ids])
+        if getattr(self, "_mixed", False):  # one space per batch composition: building one costs ~15 us
+            key = tuple(ids.tolist())
+            if key not in self._batch_spaces:
+                if len(self._batch_spaces) > 256:  # many groups: do not keep every composition ever drawn
+                    self._batch_spaces.clear()
+                self._batch_spaces[key] = spaces.MultiDiscrete(self._counts[ids])
+            self.action_space = self._batch_spaces[key]
 
     def _check_env_actions(self, ids: np.ndarray, values: np.ndarray, offsets: np.ndarray | None) -> None:
         if self.config.continuous or not self._mixed:
@@ -157,8 +163,9 @@ class AtariVectorEnv(VectorEnv):
         limits = self._counts[ids]
         if offsets is not None:
             limits = np.repeat(limits, np.diff(offsets))
-        bad = np.flatnonzero(values >= limits)
-        if len(bad):
+        over = values >= limits
+        if np.count_nonzero(over):
+            bad = np.flatnonzero(over)
             row = int(bad[0]) if offsets is None else int(np.searchsorted(offsets, bad[0], side="right") - 1)
             env_id = int(ids[row])
             where = f"sequence {row}" if offsets is not None else f"actions[{row}]"

@@ -158,7 +158,7 @@ def bench_multi(seconds: float, rounds: int) -> None:
         pools = max(
             run_together([AleVectorEnv(g, copies, **SETTINGS) for g in MIXED], seconds) for _ in range(rounds)
         )
-        gym_rate = best(lambda: gymnasium_async(games), lambda e: run_vector(e, seconds), 1)
+        gym_rate = best(lambda: gymnasium_async(games), lambda e: run_vector(e, seconds), rounds)
         print(f"  {'shoal best':32s} {ours:9.0f} steps/s")
         print(f"  {'3 ale-py pools stepped together':32s} {pools:9.0f} steps/s")
         print(f"  {'gymnasium AsyncVectorEnv':32s} {gym_rate:9.0f} steps/s")

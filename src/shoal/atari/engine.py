@@ -21,8 +21,8 @@ import numpy as np
 from gymnasium.utils import seeding
 from gymnasium.vector import AutoresetMode
 
-from shoal.atari.config import AtariConfig
 from shoal.atari import frames
+from shoal.atari.config import AtariConfig
 from shoal.atari.frames import FrameStack
 from shoal.atari.roms import FIRE, NOOP, action_meanings
 from shoal.errors import ConfigError, StateError

@@ -96,17 +96,25 @@ static PyObject *Counters_load(Counters *self, PyObject *arg) {
     return p == NULL ? NULL : PyLong_FromLongLong(__atomic_load_n(p, SEQ_CST));
 }
 
-static PyObject *Counters_store(Counters *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 2) {
-        PyErr_Format(PyExc_TypeError, "store(index, value) takes 2 arguments, got %zd", nargs);
+/* The counter named by args[0] and the integer args[1] of a call `usage` taking `expected` arguments; NULL with an
+ * exception set when they do not fit. */
+static int64_t *counter_and_value(Counters *self, PyObject *const *args, Py_ssize_t nargs, Py_ssize_t expected,
+                                  const char *usage, long long *value) {
+    if (nargs != expected) {
+        PyErr_Format(PyExc_TypeError, "%s takes %zd arguments, got %zd", usage, expected, nargs);
         return NULL;
     }
     Py_ssize_t i = PyLong_AsSsize_t(args[0]);
-    long long value = PyLong_AsLongLong(args[1]);
+    *value = PyLong_AsLongLong(args[1]);
     if (PyErr_Occurred()) {
         return NULL;
     }
-    int64_t *p = counter(self, i);
+    return counter(self, i);
+}
+
+static PyObject *Counters_store(Counters *self, PyObject *const *args, Py_ssize_t nargs) {
+    long long value;
+    int64_t *p = counter_and_value(self, args, nargs, 2, "store(index, value)", &value);
     if (p == NULL) {
         return NULL;
     }
@@ -115,16 +123,8 @@ static PyObject *Counters_store(Counters *self, PyObject *const *args, Py_ssize_
 }
 
 static PyObject *Counters_add(Counters *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 2) {
-        PyErr_Format(PyExc_TypeError, "add(index, delta) takes 2 arguments, got %zd", nargs);
-        return NULL;
-    }
-    Py_ssize_t i = PyLong_AsSsize_t(args[0]);
-    long long delta = PyLong_AsLongLong(args[1]);
-    if (PyErr_Occurred()) {
-        return NULL;
-    }
-    int64_t *p = counter(self, i);
+    long long delta;
+    int64_t *p = counter_and_value(self, args, nargs, 2, "add(index, delta)", &delta);
     return p == NULL ? NULL : PyLong_FromLongLong(__atomic_add_fetch(p, (int64_t)delta, SEQ_CST));
 }
 
@@ -137,18 +137,13 @@ static double now_s(void) {
 /* wait(index, old, seconds): spin (without the GIL) until counter `index` differs from `old`, for at most `seconds`;
  * returns its value then (still `old` if the time ran out). */
 static PyObject *Counters_wait(Counters *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 3) {
-        PyErr_Format(PyExc_TypeError, "wait(index, old, seconds) takes 3 arguments, got %zd", nargs);
-        return NULL;
-    }
-    Py_ssize_t i = PyLong_AsSsize_t(args[0]);
-    long long old = PyLong_AsLongLong(args[1]);
-    double seconds = PyFloat_AsDouble(args[2]);
-    if (PyErr_Occurred()) {
-        return NULL;
-    }
-    int64_t *p = counter(self, i);
+    long long old;
+    int64_t *p = counter_and_value(self, args, nargs, 3, "wait(index, old, seconds)", &old);
     if (p == NULL) {
+        return NULL;
+    }
+    double seconds = PyFloat_AsDouble(args[2]);
+    if (seconds == -1.0 && PyErr_Occurred()) {
         return NULL;
     }
     int64_t value = __atomic_load_n(p, SEQ_CST);

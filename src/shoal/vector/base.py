@@ -284,8 +284,9 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
         if self.is_async:
             ids = self._held_envs()
             self._on_batch(ids)
-            return self._observations(self._held_rows()), self._infos(answers, ids)
-        return self._observations(slice(None)), self._infos(answers, None)
+            rows = self._held_rows()
+            return self._observations(rows), self._infos(answers, ids, rows)
+        return self._observations(slice(None)), self._infos(answers, None, slice(None))
 
     # -- step --------------------------------------------------------------------------------------------------------
 
@@ -363,7 +364,7 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
         """Wait for the step started by :meth:`send`; in asynchronous mode, the first ``batch_size`` envs to finish."""
         answers, ids, rows = self._receive()
         b = self._buffers
-        infos = self._infos(answers, ids)
+        infos = self._infos(answers, ids, rows)
         if self._sequenced(answers):
             infos["steps_taken"] = b.steps_taken[rows].copy()
         return (
@@ -413,7 +414,8 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
         reward, terminated, truncated, steps_taken)`` as tensors on ``device``: on CPU the observations are the
         shared memory the envs wrote (no copy), the rest buffers allocated once; nothing is reused while anything
         holds it (a returned tensor never changes under its holder); ``step`` is both. Action sequences go flat:
-        ``send(handle, values, offsets, gamma)``. The ops compile with ``torch.compile(fullgraph=True)``. See :mod:`shoal.torch_ops`. Reset with :meth:`reset` first.
+        ``send(handle, values, offsets, gamma)``. The ops compile with ``torch.compile(fullgraph=True)``. See
+        :mod:`shoal.torch_ops`. Reset with :meth:`reset` first.
 
         ``send`` returns before the envs have stepped when every group runs in a worker: build the env with
         ``inline=False`` (or ``batch_size < num_envs``) to overlap a model with stepping; by default, synchronous
@@ -507,19 +509,15 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
             return b.obs[b.obs_rows(np.arange(self.num_envs)[rows])], True
         return b.slot(k)[rows], not isinstance(rows, slice)  # fancy indexing copies
 
-    def _infos(self, answers: list[tuple[int, Any]], ids: np.ndarray | None) -> dict[str, Any]:
-        """The infos of ``answers`` for the held batch: all envs in order (``ids`` None) or envs ``ids``."""
+    def _infos(self, answers: list[tuple[int, Any]], ids: np.ndarray | None, rows: Any) -> dict[str, Any]:
+        """The infos of ``answers`` for all envs in order (``ids`` None) or for envs ``ids``, at buffer ``rows``."""
         entries = [entry for _, result in answers if result for entry in result]
         infos: dict[str, Any] = {}
-        if ids is None:
-            if entries:
-                infos = merge_infos(entries, self.num_envs)
-            rows: Any = slice(None)
-        else:
-            if entries:
-                row_of = {e: r for r, e in enumerate(ids.tolist())}
-                infos = merge_infos(((row_of[e], info) for e, info in entries), len(ids))
-            rows = self._held_rows()
+        if entries and ids is None:
+            infos = merge_infos(entries, self.num_envs)
+        elif entries:
+            row_of = {e: r for r, e in enumerate(ids.tolist())}
+            infos = merge_infos(((row_of[e], info) for e, info in entries), len(ids))
         for name, array in self._buffers.extras.items():
             infos[name] = array[rows].copy()
         if ids is not None:

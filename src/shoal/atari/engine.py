@@ -12,7 +12,6 @@ follows ``ale_py.env.AtariEnv``: a seed derives the ALE seed and the no-op gener
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -26,6 +25,7 @@ from shoal.atari.config import AtariConfig
 from shoal.atari.frames import FrameStack
 from shoal.atari.roms import FIRE, NOOP, action_meanings
 from shoal.errors import ConfigError, StateError
+from shoal.vector import _worker
 from shoal.vector.buffers import Buffers
 from shoal.vector.engine import Engine
 
@@ -77,7 +77,7 @@ class AtariEngine(Engine):
         super().__init__(env_ids, buffers, autoreset_mode)
         import ale_py
 
-        self._pin(factory.affinity_offset, env_ids)
+        self._pin(factory.affinity_offset)
         config = self.config = factory.config
         self.ales = []
         for _ in env_ids:
@@ -107,14 +107,15 @@ class AtariEngine(Engine):
             self._joystick = _joystick_table()
 
     @staticmethod
-    def _pin(offset: int, env_ids: range) -> None:
-        """Pin a worker process to one core (ale-py's thread_affinity_offset); the calling process is left alone."""
-        if offset < 0 or multiprocessing.parent_process() is None:
+    def _pin(offset: int) -> None:
+        """Pin worker ``w`` to core ``offset + w`` (modulo the cores it may use), as ale-py pins its threads
+        (``thread_affinity_offset``); the calling process, and any process that is not a worker, is left alone."""
+        if offset < 0 or _worker.host_index is None:
             return
         if not hasattr(os, "sched_setaffinity"):
             raise ConfigError("thread_affinity_offset needs os.sched_setaffinity, which this platform lacks")
         cores = sorted(os.sched_getaffinity(0))
-        os.sched_setaffinity(0, {cores[(offset + env_ids.start) % len(cores)]})
+        os.sched_setaffinity(0, {cores[(offset + _worker.host_index) % len(cores)]})
 
     # -- reset -----------------------------------------------------------------------------------------------------
 

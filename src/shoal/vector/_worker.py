@@ -30,6 +30,8 @@ READY = b"\x03"
 OK = b""
 _ORPHAN_POLL_S = 1.0  # how often a sleeping worker checks that its parent is still alive
 log = logging.getLogger(__name__)
+host_index: int | None = None
+"""In a worker process, the index of the host it runs (0, 1, ...); None in any other process."""
 
 
 def error_reply(exc: BaseException) -> bytes:
@@ -82,6 +84,8 @@ def run(
     signals: Signals,
 ) -> None:
     """Worker entry point (the target of ``multiprocessing.Process``): one engine over ``groups`` (consecutive)."""
+    global host_index
+    host_index = signals.host
     ids = range(groups[0].start, groups[-1].stop)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it closes us
     parent = os.getppid()

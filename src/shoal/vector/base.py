@@ -134,6 +134,9 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
         self._buffers = self._transport.buffers
         self._state = AsyncState.DEFAULT
         self._held: list[int] | None = None  # groups whose envs the caller holds (None before the first reset)
+        self._held_ids = np.arange(0)  # their env ids, in batch order (set with _held by _hold)
+        self._held_rows: Any = slice(0)  # and their buffer rows (a slice when consecutive)
+        self._wanted = self.batch_size // len(self.groups[0])  # groups per asynchronous batch
         self._ready: list[tuple[int, Any]] = []  # answers collected early (async mode), handed out first by recv
         self._sent: list[int] = []
         self._reset_request: tuple[list[int], bool] = ([], False)
@@ -252,11 +255,11 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
             if self._held is None:
                 raise NotResetError("a partial reset (reset_mask) needs a full reset() first")
             held_ids = np.zeros(self.num_envs, np.bool_)
-            held_ids[self._held_envs()] = True
+            held_ids[self._held_ids] = True
             if (mask & ~held_ids).any():
                 raise ResetArgumentError(
                     f"envs {np.flatnonzero(mask & ~held_ids).tolist()} are stepping (sent, not yet received); in "
-                    f"asynchronous mode only envs of the batch you hold ({self._held_envs().tolist()}) can be reset"
+                    f"asynchronous mode only envs of the batch you hold ({self._held_ids.tolist()}) can be reset"
                 )
             groups = [g for g, r in enumerate(self.groups) if mask[r.start : r.stop].any()]
             ids = [np.flatnonzero(mask[self.groups[g].start : self.groups[g].stop]) + self.groups[g].start for g in groups]
@@ -275,16 +278,15 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
         groups, full = self._reset_request
         self._state = AsyncState.DEFAULT
         if full and self.is_async:
-            answers = self._transport.collect_any(self.batch_size // len(self.groups[0]))
-            self._held = [g for g, _ in answers]
+            answers = self._transport.collect_any(self._wanted)
+            self._hold([g for g, _ in answers])
         else:
             answers = self._transport.collect(groups)
             if full:
-                self._held = list(range(len(self.groups)))
+                self._hold(list(range(len(self.groups))))
         if self.is_async:
-            ids = self._held_envs()
+            ids, rows = self._held_ids, self._held_rows
             self._on_batch(ids)
-            rows = self._held_rows()
             return self._observations(rows), self._infos(answers, ids, rows)
         return self._observations(slice(None)), self._infos(answers, None, slice(None))
 
@@ -311,8 +313,8 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
             return
         batch = check_batch(self._single_action, actions, len(ids), "actions")
         self._check_env_actions(ids, batch, None)
-        self._action_layout.write(self._buffers.actions, self._held_rows() if self.is_async else slice(None), batch)
-        self._dispatch_step({g: Command(Op.STEP, self._group_ids(g)) for g in self._held}, ids, ids, False)
+        self._action_layout.write(self._buffers.actions, self._held_rows, batch)
+        self._dispatch_step(ids, ids)
 
     def send_sequences(self, values: Any, offsets: Any, gamma: float | None = None) -> None:
         """:meth:`send` of action sequences given flat: env ``j`` of the batch runs ``values[offsets[j]:offsets[j+1]]``.
@@ -329,20 +331,20 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
         self._check_idle("send")
         if self._held is None:
             raise NotResetError("call reset() before step()/send()")
-        return self._held_envs()
+        return self._held_ids
 
     def _send_sequences(self, ids: np.ndarray, values: np.ndarray, offsets: np.ndarray, gamma: float) -> None:
         self._check_env_actions(ids, values, offsets)
         starts = np.cumsum([0] + [len(self.groups[g]) for g in self._held])[:-1].tolist()
         parts = Sequences(values, offsets, gamma).split(starts)
         commands = {g: Command(Op.SEQUENCES, self._group_ids(g), p) for g, p in zip(self._held, parts)}
-        self._dispatch_step(commands, ids, ids[np.diff(offsets) > 0], True)
+        self._dispatch_step(ids, ids[np.diff(offsets) > 0], commands)
 
     def _dispatch_step(
-        self, commands: dict[int, Command], ids: np.ndarray, stepping: np.ndarray, sequences: bool
+        self, ids: np.ndarray, stepping: np.ndarray, sequences: dict[int, Command] | None = None
     ) -> None:
-        """Send step ``commands`` for envs ``ids``; ``stepping`` are those that will step (for the
-        disabled-autoreset check); ``sequences``: the commands run action sequences."""
+        """Start a step of the held envs ``ids``: one step each (actions in the buffers), or the ``sequences``
+        commands; ``stepping`` are the envs that will step (for the disabled-autoreset check)."""
         if self.autoreset_mode is AutoresetMode.DISABLED:
             ended = stepping[self._buffers.needs_reset[stepping]]
             if len(ended):
@@ -352,12 +354,14 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
                 )
         if self._buffers.slots_on[0]:
             self._buffers.obs_target[ids] = self._write_slot
-        if sequences:
-            self._used_sequences |= set(commands)
-        elif self._used_sequences:
-            self._used_sequences -= set(commands)
-        self._transport.dispatch(commands)
-        self._sent = list(self._held)
+        if sequences is not None:
+            self._used_sequences |= set(sequences)
+            self._transport.dispatch(sequences)
+        else:
+            if self._used_sequences:
+                self._used_sequences -= set(self._held)
+            self._transport.step(self._held)
+        self._sent = self._held
         self._state = AsyncState.WAITING_STEP
 
     def recv(self) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]:
@@ -366,12 +370,12 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
         b = self._buffers
         infos = self._infos(answers, ids, rows)
         if self._sequenced(answers):
-            infos["steps_taken"] = b.steps_taken[rows].copy()
+            infos["steps_taken"] = _take(b.steps_taken, rows)
         return (
             self._observations(rows),
-            b.rewards[rows].copy(),
-            b.terminations[rows].copy(),
-            b.truncations[rows].copy(),
+            _take(b.rewards, rows),
+            _take(b.terminations, rows),
+            _take(b.truncations, rows),
             infos,
         )
 
@@ -384,14 +388,16 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
         self._state = AsyncState.DEFAULT
         if not self.is_async:
             return self._transport.collect(self._sent), None, slice(None)
-        wanted = self.batch_size // len(self.groups[0])
-        answers, self._ready = self._ready[:wanted], self._ready[wanted:]
-        if len(answers) < wanted:
-            answers += self._transport.collect_any(wanted - len(answers))
-        self._held = [g for g, _ in answers]
-        ids = self._held_envs()
-        self._on_batch(ids)
-        return answers, ids, self._held_rows()
+        wanted = self._wanted
+        if self._ready:
+            answers, self._ready = self._ready[:wanted], self._ready[wanted:]
+            if len(answers) < wanted:
+                answers += self._transport.collect_any(wanted - len(answers))
+        else:
+            answers = self._transport.collect_any(wanted)
+        self._hold([g for g, _ in answers])
+        self._on_batch(self._held_ids)
+        return answers, self._held_ids, self._held_rows
 
     def _sequenced(self, answers: list[tuple[int, Any]]) -> bool:
         return bool(self._used_sequences) and any(g in self._used_sequences for g, _ in answers)
@@ -466,26 +472,19 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
     def _group_ids(self, group: int) -> np.ndarray:
         return self._group_arrays[group]
 
-    def _held_envs(self) -> np.ndarray:
-        """The env ids of the held batch, in batch order."""
-        return self._held_batch()[0]
-
-    def _held_rows(self) -> Any:
-        """The buffer rows of the held batch: :meth:`_rows` of its env ids."""
-        return self._held_batch()[1]
-
-    def _held_batch(self) -> tuple[np.ndarray, Any]:
-        """Env ids and rows of the held batch, cached per set of groups (a few sets recur: in synchronous mode one,
-        in asynchronous mode the ways of drawing a batch from the groups)."""
-        assert self._held is not None
-        key = tuple(self._held)
+    def _hold(self, groups: list[int]) -> None:
+        """The caller now holds ``groups``: set :attr:`_held` and the batch's env ids and buffer rows, cached per
+        set of groups (a few sets recur: in synchronous mode one, in asynchronous mode the ways of drawing a batch
+        from the groups)."""
+        self._held = groups
+        key = tuple(groups)
         batch = self._batches.get(key)
         if batch is None:
             if len(self._batches) > 256:  # many groups: do not keep every combination ever drawn
                 self._batches.clear()
             ids = np.concatenate([self._group_arrays[g] for g in key])
             batch = self._batches[key] = (ids, self._rows(ids))
-        return batch
+        self._held_ids, self._held_rows = batch
 
     @staticmethod
     def _rows(ids: np.ndarray) -> Any:
@@ -519,7 +518,7 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
             row_of = {e: r for r, e in enumerate(ids.tolist())}
             infos = merge_infos(((row_of[e], info) for e, info in entries), len(ids))
         for name, array in self._buffers.extras.items():
-            infos[name] = array[rows].copy()
+            infos[name] = _take(array, rows)
         if ids is not None:
             infos["env_id"] = ids.copy()
         elif self.always_env_id:
@@ -563,6 +562,11 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
     def _discard_in_flight(self) -> None:
         self._park_in_flight()
         self._ready = []
+
+
+def _take(array: np.ndarray, rows: Any) -> np.ndarray:
+    """A copy of ``array[rows]`` (indexing with ids copies already; a slice gives a view)."""
+    return array[rows].copy() if isinstance(rows, slice) else array[rows]
 
 
 def _dtype_min(dtype: np.dtype) -> Any:

@@ -127,15 +127,18 @@ def wait(
     channels: Sequence[Channel],
     spin_s: float,
     timeout: float | None,
+    poller: Poller | None = None,
 ) -> bool:
     """Wait until ``missing()`` is 0: how many more bumps of counter ``watched`` the caller waits for. Spin on it for
-    up to ``spin_s``, then sleep on the ``channels``' pipes with counter ``asleep`` saying at which value of
-    ``watched`` to be woken, up to ``timeout`` seconds in all (None: forever). Whether nothing is missing.
+    up to ``spin_s``, then sleep on the ``channels``' pipes (``poller``: one built over them already) with counter
+    ``asleep`` saying at which value of ``watched`` to be woken, up to ``timeout`` seconds in all (None: forever).
+    Whether nothing is missing.
 
     Raises :class:`PeerClosed` when one of the pipes reaches end of file.
     """
     deadline = None if timeout is None else time.monotonic() + timeout
-    poller = channels[0].poller if len(channels) == 1 else None
+    if poller is None and len(channels) == 1:
+        poller = channels[0].poller
     while True:
         seen = counters.load(watched)  # before missing(): bumps it has not counted can only wake us early
         short = missing()

@@ -25,6 +25,7 @@ import multiprocessing as mp
 import os
 import pickle
 from collections import deque
+from itertools import islice
 from typing import Any, Sequence
 
 import cloudpickle
@@ -34,7 +35,7 @@ from shoal.errors import EnvError, WorkerDiedError
 from shoal.vector import _worker
 from shoal.vector.buffers import BufferSpec
 from shoal.vector._counters import Counters
-from shoal.vector.channel import Channel
+from shoal.vector.channel import Channel, Poller
 from shoal.vector.link import EVENTS, ON_PIPE, PARENT_ASLEEP, Link, PeerClosed, counters_needed, wait
 from shoal.vector.engine import Command, Op
 from shoal.vector.transport import EngineFactory, Transport, raise_first
@@ -87,7 +88,7 @@ class MultiprocessingTransport(Transport):
         self._links: dict[int, Link] = {}  # host -> its link
         self._queued: dict[int, deque[int]] = {}  # host -> its groups sent a command, in the order sent
         self._answers: dict[int, tuple[bool, Any]] = {}  # group -> answer read, not yet collected (in arrival order)
-        self._in_flight: list[int] = []
+        self._pollers: dict[tuple[int, ...], Poller] = {}  # the parent's poll set, per set of hosts waited on
         factory_bytes = cloudpickle.dumps(factory)
         try:
             for host, members in enumerate(self.hosts):
@@ -129,28 +130,38 @@ class MultiprocessingTransport(Transport):
                 self._answers[0] = (True, self._engine.execute(commands[0]))
             except Exception as exc:
                 self._answers[0] = (False, exc)
-            self._in_flight.append(0)
+
+    def step(self, groups: Sequence[int]) -> None:
+        if self._inline:
+            super().step(groups)
+            return
+        links, local, queued, host_of = self._links, self._local, self._queued, self.host_of
+        for group in groups:  # the hot path: one counter slot and one counter per group
+            host = host_of[group]
+            try:
+                links[host].post(local[group])
+            except (BrokenPipeError, ConnectionResetError, EOFError):
+                raise self._died(host) from None
+            queued[host].append(group)
 
     def collect(self, groups: Sequence[int]) -> list[tuple[int, Any]]:
         for group in groups:
             while group not in self._answers:
                 host = self.host_of[group]
-                self._wait([host], 1)
+                self._wait((host,), 1)
                 self._read(host)
-        answers = []
-        for group in groups:
-            self._in_flight.remove(group)
-            answers.append((group, self._answers.pop(group)))
-        return raise_first(answers)
+        return raise_first([(group, self._answers.pop(group)) for group in groups])
 
     def collect_any(self, count: int) -> list[tuple[int, Any]]:
-        while len(self._answers) < count:
-            hosts = [h for h, queue in self._queued.items() if queue]
-            self._wait(hosts, count - len(self._answers))
+        answers = self._answers
+        while len(answers) < count:
+            hosts = tuple(h for h, queue in self._queued.items() if queue)
+            self._wait(hosts, count - len(answers))
             for host in hosts:
-                while self._queued[host] and self._links[host].available():
+                queue, link = self._queued[host], self._links[host]
+                for _ in range(min(len(queue), link.available())):
                     self._read(host)
-        return self.collect(list(self._answers)[:count])
+        return raise_first([(group, answers.pop(group)) for group in list(islice(answers, count))])
 
     def _send(self, group: int, command: Command) -> None:
         host = self.host_of[group]
@@ -162,23 +173,28 @@ class MultiprocessingTransport(Transport):
         except (BrokenPipeError, ConnectionResetError, EOFError):
             raise self._died(host) from None
         self._queued[host].append(group)
-        self._in_flight.append(group)
 
-    def _wait(self, hosts: list[int], count: int) -> None:
+    def _wait(self, hosts: Sequence[int], count: int) -> None:
         """Wait until ``hosts`` have ``count`` answers between them (or a dead one is found: it gets its answers,
         errors)."""
-        links = [self._links[h] for h in hosts if self._queued[h]]
-        if not links:
+        hosts = tuple(h for h in hosts if self._queued[h])
+        if not hosts:
             return
+        links = [self._links[h] for h in hosts]
+        poller = self._pollers.get(hosts)
+        if poller is None:
+            if len(self._pollers) > 256:  # many workers: do not keep every set ever waited on
+                self._pollers.clear()
+            poller = self._pollers[hosts] = Poller(link.channel.fd for link in links)
 
         def missing() -> int:
             return max(0, count - sum(link.available() for link in links))
 
         try:
-            wait(self._counters, EVENTS, PARENT_ASLEEP, missing, [link.channel for link in links], self._spin_s, None)
+            wait(self._counters, EVENTS, PARENT_ASLEEP, missing, [link.channel for link in links], self._spin_s, None,
+                 poller)
         except PeerClosed as closed:
-            host = next(h for h in hosts if self._links[h] is links[closed.index])
-            self._fail(host, self._died(host))
+            self._fail(hosts[closed.index], self._died(hosts[closed.index]))
 
     def _read(self, host: int) -> None:
         """Read the next answer of ``host``: it belongs to the group it was sent a command for first."""
@@ -227,7 +243,7 @@ class MultiprocessingTransport(Transport):
                 proc.join()
         for link in self._links.values():
             link.channel.close()
-        self._procs, self._links, self._queued, self._answers, self._in_flight = {}, {}, {}, {}, []
+        self._procs, self._links, self._queued, self._answers, self._pollers = {}, {}, {}, {}, {}
         engine, self._engine = self._engine, None
         if engine is not None:
             engine.close()

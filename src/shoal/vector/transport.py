@@ -12,10 +12,11 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Any, Callable, Sequence
 
+import numpy as np
 from gymnasium.vector import AutoresetMode
 
 from shoal.vector.buffers import Buffers, BufferSpec
-from shoal.vector.engine import Command, Engine
+from shoal.vector.engine import Command, Engine, Op
 
 EngineFactory = Callable[[range, Buffers, AutoresetMode], Engine]
 """Builds the engine for one group: ``factory(env_ids, buffers, autoreset_mode)``; must pickle with cloudpickle."""
@@ -45,6 +46,7 @@ class Transport(ABC):
         self.groups = list(groups)
         self.hosts = [list(h) for h in hosts] if hosts is not None else [[g] for g in range(len(self.groups))]
         self.host_of = {g: h for h, members in enumerate(self.hosts) for g in members}
+        self._group_ids = [np.arange(r.start, r.stop) for r in self.groups]
 
     def host_ids(self, host: int) -> range:
         """The env ids of host ``host``: its groups' ids, which are consecutive."""
@@ -54,6 +56,11 @@ class Transport(ABC):
     @abstractmethod
     def dispatch(self, commands: dict[int, Command]) -> None:
         """Start ``commands[g]`` on each group ``g`` given; returns without waiting where the backend can."""
+
+    def step(self, groups: Sequence[int]) -> None:
+        """Start one step of each of ``groups``, their actions being in the buffers: :meth:`dispatch` of
+        :data:`~shoal.vector.engine.Op.STEP` commands, which a backend may carry a faster way (every step does)."""
+        self.dispatch({g: Command(Op.STEP, self._group_ids[g]) for g in groups})
 
     @abstractmethod
     def collect(self, groups: Sequence[int]) -> list[tuple[int, Any]]:

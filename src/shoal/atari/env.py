@@ -141,21 +141,16 @@ class AtariVectorEnv(VectorEnv):
         )
         self._counts = np.asarray(self.num_actions)
         self._mixed = not continuous and len(set(self.num_actions)) > 1
-        self._batch_spaces: dict[tuple[int, ...], spaces.MultiDiscrete] = {}
         if self._mixed:
             self.single_action_space = None
-            self._on_batch(np.arange(self.batch_size))
+            self.action_space = self._batch_action_space(np.arange(self.batch_size))
 
     # -- actions ---------------------------------------------------------------------------------------------------
 
-    def _on_batch(self, ids: np.ndarray) -> None:
-        if getattr(self, "_mixed", False):  # one space per batch composition: building one costs ~15 us
-            key = tuple(ids.tolist())
-            if key not in self._batch_spaces:
-                if len(self._batch_spaces) > 256:  # many groups: do not keep every composition ever drawn
-                    self._batch_spaces.clear()
-                self._batch_spaces[key] = spaces.MultiDiscrete(self._counts[ids])
-            self.action_space = self._batch_spaces[key]
+    def _batch_action_space(self, ids: np.ndarray) -> spaces.MultiDiscrete | None:
+        """With games of different action counts, each batch's ``MultiDiscrete`` of its envs' counts (the vector
+        env builds it once per batch composition: building one costs ~15 us)."""
+        return spaces.MultiDiscrete(self._counts[ids]) if self._mixed else None
 
     def _check_env_actions(self, ids: np.ndarray, values: np.ndarray, offsets: np.ndarray | None) -> None:
         if self.config.continuous or not self._mixed:

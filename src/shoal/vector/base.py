@@ -108,6 +108,7 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
         self.single_observation_space = single_observation_space
         self.single_action_space = single_action_space
         self._single_action = single_action_space  # what actions are checked against (a subclass may hide it)
+        self._check_actions = check_batch.dispatch(type(single_action_space))  # resolved once: every step checks
         self._obs_layout = Layout(single_observation_space)
         self._action_layout = Layout(single_action_space)
         self.metadata = dict(metadata or {})
@@ -126,7 +127,7 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
 
         self.groups, hosts = self._layout()
         self._group_arrays = [np.arange(r.start, r.stop) for r in self.groups]
-        self._batches: dict[tuple[int, ...], tuple[np.ndarray, Any]] = {}  # held groups -> (env ids, buffer rows)
+        self._batches: dict[tuple[int, ...], tuple[np.ndarray, Any, Any]] = {}  # held groups -> see _hold
         spec = BufferSpec(self.num_envs, self._obs_layout, self._action_layout, dict(extras or {}))
         self._transport = self._make_transport(
             factory, spec, backend, hosts, context=context, daemon=daemon, inline=inline, address=address
@@ -286,7 +287,6 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
                 self._hold(list(range(len(self.groups))))
         if self.is_async:
             ids, rows = self._held_ids, self._held_rows
-            self._on_batch(ids)
             return self._observations(rows), self._infos(answers, ids, rows)
         return self._observations(slice(None)), self._infos(answers, None, slice(None))
 
@@ -311,7 +311,7 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
             )
             self._send_sequences(ids, values, offsets, discount)
             return
-        batch = check_batch(self._single_action, actions, len(ids), "actions")
+        batch = self._check_actions(self._single_action, actions, len(ids), "actions")
         self._check_env_actions(ids, batch, None)
         self._action_layout.write(self._buffers.actions, self._held_rows, batch)
         self._dispatch_step(ids, ids)
@@ -396,7 +396,6 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
         else:
             answers = self._transport.collect_any(wanted)
         self._hold([g for g, _ in answers])
-        self._on_batch(self._held_ids)
         return answers, self._held_ids, self._held_rows
 
     def _sequenced(self, answers: list[tuple[int, Any]]) -> bool:
@@ -473,9 +472,9 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
         return self._group_arrays[group]
 
     def _hold(self, groups: list[int]) -> None:
-        """The caller now holds ``groups``: set :attr:`_held` and the batch's env ids and buffer rows, cached per
-        set of groups (a few sets recur: in synchronous mode one, in asynchronous mode the ways of drawing a batch
-        from the groups)."""
+        """The caller now holds ``groups``: set :attr:`_held`, the batch's env ids and buffer rows, and its
+        :meth:`_batch_action_space`, all cached per set of groups (a few sets recur: in synchronous mode one, in
+        asynchronous mode the ways of drawing a batch from the groups)."""
         self._held = groups
         key = tuple(groups)
         batch = self._batches.get(key)
@@ -483,8 +482,10 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
             if len(self._batches) > 256:  # many groups: do not keep every combination ever drawn
                 self._batches.clear()
             ids = np.concatenate([self._group_arrays[g] for g in key])
-            batch = self._batches[key] = (ids, self._rows(ids))
-        self._held_ids, self._held_rows = batch
+            batch = self._batches[key] = (ids, self._rows(ids), self._batch_action_space(ids))
+        self._held_ids, self._held_rows, space = batch
+        if space is not None:
+            self.action_space = space
 
     @staticmethod
     def _rows(ids: np.ndarray) -> Any:
@@ -529,8 +530,10 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
         """Per-env checks beyond the action space (a subclass's hook): ``values`` holds one action per env of
         ``ids``, or with ``offsets`` the concatenated sequences (env ``j``: ``values[offsets[j]:offsets[j + 1]]``)."""
 
-    def _on_batch(self, ids: np.ndarray) -> None:
-        """Called when the caller receives a new asynchronous batch (envs ``ids``); a subclass's hook."""
+    def _batch_action_space(self, ids: np.ndarray) -> spaces.Space | None:
+        """The ``action_space`` of a batch of envs ``ids`` when it depends on which envs they are (a subclass's hook;
+        None: it does not)."""
+        return None
 
     def _check_idle(self, name: str) -> None:
         check_idle(self._state, self.closed, name)

@@ -71,14 +71,21 @@ class Link:
     def post(self, group: int, message: bytes = b"") -> None:
         """Post a command: step the host's group ``group`` (its index among the host's groups), or, with
         ``group == ON_PIPE``, the pickled command ``message``."""
-        counters = self.counters
         if group == ON_PIPE:
             self.channel.send(message)  # on the pipe before it is posted: the worker reads it when it sees the post
-        counters.store(self._commands + self.sent % self.ring, group)
-        self.sent += 1
-        counters.store(self._posted, self.sent)
+        self.post_steps((group,))
+
+    def post_steps(self, groups: Sequence[int]) -> None:
+        """Post one command per group of ``groups`` (indices among the host's groups): step it. The worker sees
+        them all at once (one store of ``posted``) and is woken at most once."""
+        counters, commands, ring, sent = self.counters, self._commands, self.ring, self.sent
+        for group in groups:
+            counters.store(commands + sent % ring, group)
+            sent += 1
+        self.sent = sent
+        counters.store(self._posted, sent)
         mark = counters.load(self._asleep)
-        if mark and self.sent >= mark:
+        if mark and sent >= mark:
             self.channel.send(WAKE)
 
     def available(self) -> int:

@@ -88,7 +88,8 @@ class MultiprocessingTransport(Transport):
         self._links: dict[int, Link] = {}  # host -> its link
         self._queued: dict[int, deque[int]] = {}  # host -> its groups sent a command, in the order sent
         self._answers: dict[int, tuple[bool, Any]] = {}  # group -> answer read, not yet collected (in arrival order)
-        self._pollers: dict[tuple[int, ...], Poller] = {}  # the parent's poll set, per set of hosts waited on
+        self._waits: dict[tuple[int, ...], tuple[list[Link], list[Channel], Poller]] = {}  # see _wait()
+        self._plans: dict[tuple[int, ...], list[tuple[int, list[int], list[int]]]] = {}  # see step()
         factory_bytes = cloudpickle.dumps(factory)
         try:
             for host, members in enumerate(self.hosts):
@@ -135,14 +136,22 @@ class MultiprocessingTransport(Transport):
         if self._inline:
             super().step(groups)
             return
-        links, local, queued, host_of = self._links, self._local, self._queued, self.host_of
-        for group in groups:  # the hot path: one counter slot and one counter per group
-            host = host_of[group]
+        key = tuple(groups)
+        plan = self._plans.get(key)
+        if plan is None:  # per host: its groups' indices within it, and the groups (a few sets of groups recur)
+            if len(self._plans) > 256:
+                self._plans.clear()
+            hosts = sorted({self.host_of[g] for g in key})
+            plan = self._plans[key] = [
+                (h, [self._local[g] for g in key if self.host_of[g] == h], [g for g in key if self.host_of[g] == h])
+                for h in hosts
+            ]
+        for host, local, members in plan:  # the hot path: a counter slot per group and one counter per host
             try:
-                links[host].post(local[group])
+                self._links[host].post_steps(local)
             except (BrokenPipeError, ConnectionResetError, EOFError):
                 raise self._died(host) from None
-            queued[host].append(group)
+            self._queued[host].extend(members)
 
     def collect(self, groups: Sequence[int]) -> list[tuple[int, Any]]:
         for group in groups:
@@ -154,14 +163,22 @@ class MultiprocessingTransport(Transport):
 
     def collect_any(self, count: int) -> list[tuple[int, Any]]:
         answers = self._answers
+        owing = self._read_available()
         while len(answers) < count:
-            hosts = tuple(h for h, queue in self._queued.items() if queue)
-            self._wait(hosts, count - len(answers))
-            for host in hosts:
-                queue, link = self._queued[host], self._links[host]
-                for _ in range(min(len(queue), link.available())):
-                    self._read(host)
+            self._wait(owing, count - len(answers))
+            owing = self._read_available()
         return raise_first([(group, answers.pop(group)) for group in list(islice(answers, count))])
+
+    def _read_available(self) -> tuple[int, ...]:
+        """Read every answer that has come; the hosts that still owe some."""
+        owing = []
+        for host, queue in self._queued.items():
+            if queue:
+                for _ in range(min(len(queue), self._links[host].available())):
+                    self._read(host)
+                if queue:
+                    owing.append(host)
+        return tuple(owing)
 
     def _send(self, group: int, command: Command) -> None:
         host = self.host_of[group]
@@ -174,25 +191,28 @@ class MultiprocessingTransport(Transport):
             raise self._died(host) from None
         self._queued[host].append(group)
 
-    def _wait(self, hosts: Sequence[int], count: int) -> None:
-        """Wait until ``hosts`` have ``count`` answers between them (or a dead one is found: it gets its answers,
-        errors)."""
-        hosts = tuple(h for h in hosts if self._queued[h])
+    def _wait(self, hosts: tuple[int, ...], count: int) -> None:
+        """Wait until ``hosts`` (each owing answers) have ``count`` more answers between them than have been read,
+        or one of them is found dead (its groups get their answers: errors)."""
         if not hosts:
             return
-        links = [self._links[h] for h in hosts]
-        poller = self._pollers.get(hosts)
-        if poller is None:
-            if len(self._pollers) > 256:  # many workers: do not keep every set ever waited on
-                self._pollers.clear()
-            poller = self._pollers[hosts] = Poller(link.channel.fd for link in links)
+        waiting = self._waits.get(hosts)
+        if waiting is None:  # the links, their pipes and a poller over them, kept per set of hosts (few recur)
+            if len(self._waits) > 256:
+                self._waits.clear()
+            links = [self._links[h] for h in hosts]
+            channels = [link.channel for link in links]
+            waiting = self._waits[hosts] = (links, channels, Poller(c.fd for c in channels))
+        links, channels, poller = waiting
 
         def missing() -> int:
-            return max(0, count - sum(link.available() for link in links))
+            have = 0
+            for link in links:
+                have += link.available()
+            return max(0, count - have)
 
         try:
-            wait(self._counters, EVENTS, PARENT_ASLEEP, missing, [link.channel for link in links], self._spin_s, None,
-                 poller)
+            wait(self._counters, EVENTS, PARENT_ASLEEP, missing, channels, self._spin_s, None, poller)
         except PeerClosed as closed:
             self._fail(hosts[closed.index], self._died(hosts[closed.index]))
 
@@ -243,7 +263,7 @@ class MultiprocessingTransport(Transport):
                 proc.join()
         for link in self._links.values():
             link.channel.close()
-        self._procs, self._links, self._queued, self._answers, self._pollers = {}, {}, {}, {}, {}
+        self._procs, self._links, self._queued, self._answers, self._waits = {}, {}, {}, {}, {}
         engine, self._engine = self._engine, None
         if engine is not None:
             engine.close()

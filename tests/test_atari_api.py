@@ -224,3 +224,19 @@ def test_continuous_action_maps_onto_the_full_action_set():
             a = cont.step(np.array([[1.0, 0.0, 0.0]], np.float32))
             b = full.step(np.array([3]))
         assert_same(a, b)
+
+
+def test_thread_affinity_offset_pins_each_worker_to_its_own_core():
+    psutil = pytest.importorskip("psutil")
+    import os
+
+    cores = sorted(os.sched_getaffinity(0))
+    envs = shoal.AtariVectorEnv(game="pong", num_envs=4, num_workers=2, batch_size=2, thread_affinity_offset=1)
+    try:
+        procs = envs._transport._procs  # host index -> its worker process
+        assert {host: psutil.Process(proc.pid).cpu_affinity() for host, proc in procs.items()} == {
+            w: [cores[(1 + w) % len(cores)]] for w in range(2)
+        }
+        assert sorted(os.sched_getaffinity(0)) == cores  # the calling process is left alone
+    finally:
+        envs.close()

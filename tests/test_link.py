@@ -1,5 +1,5 @@
-"""The multiprocessing backend's signalling, piece by piece: the atomic counters (C), the pipe framing with wake-up
-messages, and the link protocol between two real processes (answers in order, payloads on the pipe, no lost
+"""The multiprocessing backend's signalling, piece by piece: the atomic counters (C) with their spin and sleep/wake,
+the pipe framing, and the link protocol between two real processes (answers in order, payloads on the pipe, no lost
 wake-up whether the sides spin or sleep, a dead peer ends a wait)."""
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ import time
 import pytest
 
 from shoal.vector._counters import Counters
-from shoal.vector.channel import WAKE, Channel
+from shoal.vector import link as link_module
+from shoal.vector.channel import Channel
 from shoal.vector.link import EVENTS, ON_PIPE, PARENT_ASLEEP, Link, PeerClosed, counters_needed, wait
 
 # -- counters ------------------------------------------------------------------------------------------------------
@@ -39,6 +40,33 @@ def test_counters_wait_returns_the_new_value_or_gives_up():
     # The spin releases the GIL, so a thread of this process can make the change it waits for.
     threading.Timer(0.01, counters.store, (0, 8)).start()
     assert counters.wait(0, 7, 10.0) == 8
+
+
+def test_counters_sleep_until_woken_or_moved_or_timed_out():
+    counters = Counters(mp.RawArray("b", Counters.nbytes(2)), 2)
+    counters.store(0, 7)
+    start = time.perf_counter()
+    counters.sleep(0, 3, 10.0)  # the counter is not 3: no sleep at all
+    counters.sleep(0, 7, 0.0)  # no time to sleep
+    assert time.perf_counter() - start < 1.0
+    counters.sleep(0, 7, 0.05)  # nobody wakes it: the time runs out
+    assert time.perf_counter() - start >= 0.05
+
+    def bump_and_wake():
+        counters.add(0, 1)
+        counters.wake(0)
+
+    timer = threading.Timer(0.05, bump_and_wake)
+    start = time.perf_counter()
+    timer.start()
+    counters.sleep(0, 7, 20.0)  # woken (the sleep releases the GIL, so the timer thread can run)
+    assert counters.load(0) == 8
+    assert time.perf_counter() - start < 10.0
+    timer.join()
+    with pytest.raises(TypeError, match=r"sleep\(index, old, seconds\) takes 3 arguments, got 2"):
+        counters.sleep(0, 7)
+    with pytest.raises(IndexError, match=r"counter 2 out of range"):
+        counters.wake(2)
 
 
 def _bump_after(memory, count, delay):
@@ -75,30 +103,21 @@ def test_counters_reject_bad_arguments():
 # -- the pipe ------------------------------------------------------------------------------------------------------
 
 
-def test_channel_frames_messages_and_skips_wake_ups():
+def test_channel_frames_messages_and_reports_a_closed_peer():
     a, b = mp.Pipe()
     left, right = Channel(a), Channel(b)
     big = os.urandom(300_000)  # more than a pipe holds: the writer must wait for the reader
-    writer = threading.Thread(target=lambda: [left.send(m) for m in (b"one", WAKE, b"", WAKE, WAKE, big, b"two")])
+    writer = threading.Thread(target=lambda: [left.send(m) for m in (b"one", b"", big, b"two")])
     writer.start()
     assert [right.recv() for _ in range(4)] == [b"one", b"", big, b"two"]
     writer.join()
+    left.send(b"last")
+    assert right.poller.closed() == []
     left.close()
+    assert right.poller.closed() == [right.fd]
+    assert right.recv() == b"last"  # what was sent before the close is still read
     with pytest.raises(EOFError, match="closed"):
         right.recv()
-    right.close()
-
-
-def test_discard_wakes_keeps_the_message_behind_them():
-    a, b = mp.Pipe()
-    left, right = Channel(a), Channel(b)
-    for message in (WAKE, WAKE, b"payload", WAKE):
-        left.send(message)
-    right.discard_wakes()
-    assert right.recv() == b"payload"
-    left.send(b"next")
-    assert right.recv() == b"next"  # the wake-up after the payload was skipped too
-    left.close()
     right.close()
 
 
@@ -127,13 +146,16 @@ def _echo_worker(conn, memory, count, ring, spin_s, jitter_s):
 
 
 @pytest.mark.parametrize("spin_s", [0.0, 50e-6], ids=["sleeping", "spinning"])
-def test_link_answers_every_command_in_order_without_lost_wake_ups(spin_s):
+def test_link_answers_every_command_in_order_without_lost_wake_ups(spin_s, monkeypatch):
+    # A sleeper looks for a dead peer every PEER_CHECK_S, and would then notice a missed bump too: with that far
+    # longer than the waits' 5 s, a lost wake-up makes a wait run out (the worker is forked with the same value).
+    monkeypatch.setattr(link_module, "PEER_CHECK_S", 60.0)
     ring = 2
     count = counters_needed(1, ring)
     memory = mp.RawArray("b", Counters.nbytes(count))
     counters = Counters(memory, count)
     parent_end, child_end = mp.Pipe()
-    worker = mp.Process(target=_echo_worker, args=(child_end, memory, count, ring, spin_s, 200e-6))
+    worker = mp.get_context("fork").Process(target=_echo_worker, args=(child_end, memory, count, ring, spin_s, 200e-6))
     worker.start()
     link = Link(Channel(parent_end), counters, 0, ring)
     rng = random.Random(2)

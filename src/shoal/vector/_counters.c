@@ -1,9 +1,12 @@
-/* shoal.vector._counters: 64-bit counters in shared memory, read and written atomically, and a bounded spin-wait.
+/* shoal.vector._counters: 64-bit counters in shared memory, read and written atomically; a bounded spin-wait, and
+ * sleep/wake on a counter.
  *
- * The multiprocessing backend's parent and workers signal each other through these instead of a pipe while the
- * other side is awake (a pipe round trip costs ~12 us on a small VM; this about 1 us). Every operation is
- * sequentially consistent, so in the pairs "post, then check whether the other side sleeps" and "say I sleep, then
- * check for posts" (shoal/vector/link.py) at least one side sees the other's store: no wake-up is ever lost.
+ * The multiprocessing backend's parent and workers signal each other through these instead of a pipe (a pipe round
+ * trip costs ~12 us on a small VM while both sides are awake; this about 1 us). Every operation is sequentially
+ * consistent, so in the pairs "post, then check whether the other side sleeps" and "say I sleep, then check for
+ * posts" (shoal/vector/link.py) at least one side sees the other's store: no wake-up is ever lost. A side that
+ * sleeps does so on the counter it waits for (a futex on Linux: one system call on each side, where waking through
+ * a pipe took a write, a poll and a read, and ~2x the time on this project's VM).
  *
  * Counters(buffer, count): `count` counters over a writable buffer (a multiprocessing.RawArray shared by the
  * processes), each on its own 64-byte line so that processes writing neighbouring counters do not contend for one
@@ -11,8 +14,15 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <errno.h>
+#include <limits.h>
 #include <stdint.h>
 #include <time.h>
+#if defined(__linux__)
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 #if !defined(__GNUC__)
 #error "shoal.vector._counters needs the GCC/Clang __atomic builtins"
@@ -162,6 +172,65 @@ static PyObject *Counters_wait(Counters *self, PyObject *const *args, Py_ssize_t
     return PyLong_FromLongLong(value);
 }
 
+/* The 32-bit half of counter p that futex compares and sleeps on: its low half, which changes on every bump. */
+static uint32_t *futex_word(int64_t *p) {
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    return (uint32_t *)p + 1;
+#else
+    return (uint32_t *)p;
+#endif
+}
+
+#define FALLBACK_NAP_S 50e-6 /* without futex: how long one sleep() naps before its caller looks again */
+
+/* sleep(index, old, seconds): block (without the GIL) while counter `index` equals `old`, until a wake(index), for
+ * at most `seconds`. It may return early (a signal, another bump): the caller re-checks what it waits for. On Linux
+ * the kernel compares the counter with `old` as it puts the caller to sleep (futex), so a bump and its wake() can
+ * never fall between the check and the sleep; elsewhere it naps FALLBACK_NAP_S at most. */
+static PyObject *Counters_sleep(Counters *self, PyObject *const *args, Py_ssize_t nargs) {
+    long long old;
+    int64_t *p = counter_and_value(self, args, nargs, 3, "sleep(index, old, seconds)", &old);
+    if (p == NULL) {
+        return NULL;
+    }
+    double seconds = PyFloat_AsDouble(args[2]);
+    if (seconds == -1.0 && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (seconds <= 0 || __atomic_load_n(p, SEQ_CST) != (int64_t)old) {
+        Py_RETURN_NONE;
+    }
+#if defined(__linux__)
+    struct timespec timeout = {(time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9)};
+    Py_BEGIN_ALLOW_THREADS
+    syscall(SYS_futex, futex_word(p), FUTEX_WAIT, (uint32_t)old, &timeout, NULL, 0);
+    Py_END_ALLOW_THREADS
+#else
+    double nap = seconds < FALLBACK_NAP_S ? seconds : FALLBACK_NAP_S;
+    struct timespec timeout = {0, (long)(nap * 1e9)};
+    Py_BEGIN_ALLOW_THREADS
+    nanosleep(&timeout, NULL);
+    Py_END_ALLOW_THREADS
+#endif
+    Py_RETURN_NONE;
+}
+
+/* wake(index): wake whoever sleep()s on counter `index` (call it after bumping the counter). */
+static PyObject *Counters_wake(Counters *self, PyObject *arg) {
+    Py_ssize_t i = PyLong_AsSsize_t(arg);
+    if (i == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    int64_t *p = counter(self, i);
+    if (p == NULL) {
+        return NULL;
+    }
+#if defined(__linux__)
+    syscall(SYS_futex, futex_word(p), FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+#endif
+    Py_RETURN_NONE;
+}
+
 static PyObject *Counters_nbytes(PyObject *cls, PyObject *arg) {
     Py_ssize_t count = PyLong_AsSsize_t(arg);
     if (count == -1 && PyErr_Occurred()) {
@@ -176,6 +245,9 @@ static PyMethodDef Counters_methods[] = {
     {"add", (PyCFunction)(void (*)(void))Counters_add, METH_FASTCALL, "add(index, delta) -> the new value"},
     {"wait", (PyCFunction)(void (*)(void))Counters_wait, METH_FASTCALL,
      "wait(index, old, seconds) -> value: spin until the counter differs from old, at most seconds"},
+    {"sleep", (PyCFunction)(void (*)(void))Counters_sleep, METH_FASTCALL,
+     "sleep(index, old, seconds): block while the counter equals old, until wake(index), at most seconds"},
+    {"wake", (PyCFunction)Counters_wake, METH_O, "wake(index): wake whoever sleeps on the counter"},
     {"nbytes", (PyCFunction)Counters_nbytes, METH_O | METH_CLASS, "nbytes(count) -> bytes needed for count counters"},
     {NULL, NULL, 0, NULL},
 };

@@ -1,25 +1,27 @@
-"""How the multiprocessing backend's parent and a worker signal each other: counters in shared memory while the
-other side is awake, the pipe for payloads and to wake a side that sleeps.
+"""How the multiprocessing backend's parent and a worker signal each other: counters in shared memory, and a pipe
+for payloads.
 
 Per host (worker process), in one :class:`~shoal.vector._counters.Counters` block shared by all processes:
-``posted`` (commands the parent posted), ``done`` (commands the worker answered), ``asleep`` (the worker blocks on
-its pipe while this is non-zero: until ``posted`` reaches it), one command slot per group it hosts (which of its
-groups to step, or :data:`ON_PIPE`: the command is a pickled message on the pipe) and one answer slot per group
+``posted`` (commands the parent posted), ``done`` (commands the worker answered), ``asleep`` (the worker sleeps
+while this is non-zero: until ``posted`` reaches it), one command slot per group it hosts (which of its groups to
+step, or :data:`ON_PIPE`: the command is a pickled message on the pipe) and one answer slot per group
 (:data:`ON_PIPE`: the answer is a message on the pipe; 0: nothing to report, the results are in shared memory).
-Shared by all hosts: ``events`` (every answer bumps it; the parent spins on it) and ``parent_asleep`` (the parent
-blocks on the pipes until ``events`` reaches it). A host never has more commands in flight than groups, so the
-slots form a ring that is never overrun.
+Shared by all hosts: ``events`` (every answer bumps it) and ``parent_asleep`` (the parent sleeps until ``events``
+reaches it). A host never has more commands in flight than groups, so the slots form a ring that is never overrun.
 
-A step is then: the parent writes the group into its slot and bumps ``posted``; the worker, spinning on ``posted``,
-steps the group, writes the answer slot and bumps ``done`` and ``events``; the parent, spinning on ``events``, reads
-them. No system call and no pickle: about 1 us where a pipe round trip costs ~12 us on a small VM.
+A step is then: the parent writes the group into its slot and bumps ``posted``; the worker, waiting on ``posted``,
+steps the group, writes the answer slot and bumps ``done`` and ``events``; the parent, waiting on ``events``, reads
+them. No pickle, and no system call while both sides are awake: about 1 us where a pipe round trip costs ~12 us on
+a small VM.
 
-A side that has spun ``spin_s`` without news writes into its ``asleep`` counter the value the watched counter must
-reach for it to go on (the parent waiting for two answers is woken once, by the second) and blocks on its
-pipe(s); the other side, after bumping the counter to that value, sends a :data:`~shoal.vector.channel.WAKE`
-message. Every counter operation is sequentially consistent, so of "bump, then read the sleeper's mark" and "write
-the mark, then read the counter" one always sees the other's write: no wake-up is lost. A dead peer closes its
-pipe: the sleeper's wait ends with :class:`PeerClosed`.
+A waiter spins on its counter for up to ``spin_s``, then writes into its ``asleep`` counter the value the watched
+counter must reach for it to go on (the parent waiting for two answers is woken once, by the second) and sleeps on
+the watched counter (:meth:`~shoal.vector._counters.Counters.sleep`); the other side, after bumping the counter to
+that value, wakes it (:meth:`~shoal.vector._counters.Counters.wake`). Every counter operation is sequentially
+consistent, so of "bump, then read the sleeper's mark" and "write the mark, then read the counter" one always sees
+the other's write, and the sleep itself returns at once if the counter moved after it was read: no wake-up is
+lost. A sleeper looks every :data:`PEER_CHECK_S` for a pipe closed by a dead peer: its wait ends with
+:class:`PeerClosed`.
 """
 
 from __future__ import annotations
@@ -28,10 +30,12 @@ import time
 from typing import Callable, Sequence
 
 from shoal.vector._counters import Counters
-from shoal.vector.channel import WAKE, Channel, Poller
+from shoal.vector.channel import Channel, Poller
 
 EVENTS, PARENT_ASLEEP = 0, 1
 ON_PIPE = -1
+PEER_CHECK_S = 0.1
+"""How often a sleeping waiter looks for a dead peer (one whose pipe is closed)."""
 _SHARED = 2  # counters before the first host's
 
 
@@ -86,7 +90,7 @@ class Link:
         counters.store(self._posted, sent)
         mark = counters.load(self._asleep)
         if mark and sent >= mark:
-            self.channel.send(WAKE)
+            counters.wake(self._posted)
 
     def available(self) -> int:
         """How many answers are waiting to be taken."""
@@ -123,7 +127,7 @@ class Link:
         events = counters.add(EVENTS, 1)
         mark = counters.load(PARENT_ASLEEP)
         if mark and events >= mark:
-            self.channel.send(WAKE)
+            counters.wake(EVENTS)
 
 
 def wait(
@@ -137,15 +141,15 @@ def wait(
     poller: Poller | None = None,
 ) -> bool:
     """Wait until ``missing()`` is 0: how many more bumps of counter ``watched`` the caller waits for. Spin on it for
-    up to ``spin_s``, then sleep on the ``channels``' pipes (``poller``: one built over them already) with counter
-    ``asleep`` saying at which value of ``watched`` to be woken, up to ``timeout`` seconds in all (None: forever).
-    Whether nothing is missing.
+    up to ``spin_s``, then sleep on it with counter ``asleep`` saying at which value to be woken, up to ``timeout``
+    seconds in all (None: forever). Whether nothing is missing.
 
-    Raises :class:`PeerClosed` when one of the pipes reaches end of file.
+    Raises :class:`PeerClosed` when the other end of one of the ``channels`` (``poller``: one built over them
+    already) is found closed, which a sleeper looks for every :data:`PEER_CHECK_S`.
     """
-    deadline = None if timeout is None else time.monotonic() + timeout
-    if poller is None and len(channels) == 1:
-        poller = channels[0].poller
+    now = time.monotonic()
+    deadline = None if timeout is None else now + timeout
+    check_at = now + PEER_CHECK_S
     while True:
         seen = counters.load(watched)  # before missing(): bumps it has not counted can only wake us early
         short = missing()
@@ -157,17 +161,22 @@ def wait(
         try:
             if not missing():
                 return True
-            left = None if deadline is None else deadline - time.monotonic()
-            if left is not None and left <= 0:
+            now = time.monotonic()
+            if now >= check_at:
+                _check_peers(channels, poller)
+                check_at = now + PEER_CHECK_S
+            if deadline is not None and now >= deadline:
                 return False
-            if poller is None:
-                poller = Poller(c.fd for c in channels)
-            readable = set(poller.ready(left))
-            for index, channel in enumerate(channels):
-                if channel.fd in readable:
-                    try:
-                        channel.discard_wakes()
-                    except EOFError:
-                        raise PeerClosed(index) from None
+            counters.sleep(watched, seen, (check_at if deadline is None else min(check_at, deadline)) - now)
         finally:
             counters.store(asleep, 0)
+
+
+def _check_peers(channels: Sequence[Channel], poller: Poller | None) -> None:
+    """Raise :class:`PeerClosed` for the first of ``channels`` whose other end is closed."""
+    if poller is None:
+        poller = channels[0].poller if len(channels) == 1 else Poller(c.fd for c in channels)
+    closed = set(poller.closed())
+    for index, channel in enumerate(channels):
+        if channel.fd in closed:
+            raise PeerClosed(index)

@@ -4,19 +4,19 @@
   the moment it is created (an anonymous mapping under fork), so nothing can outlive the processes, even when the
   parent is killed with SIGKILL; and it works under fork, spawn and forkserver alike, on Linux and macOS.
 * Signalling (:mod:`shoal.vector.link`): a step is posted and answered through counters in shared memory; one pipe
-  per worker carries what is rare (infos, errors, call results, pickled) and wakes a side that sleeps. A worker may
+  per worker carries what is rare (infos, errors, call results, pickled). A worker may
   host several groups and answers their commands in the order it got them, so in asynchronous mode it steps its
   next group while the caller handles the one it just returned (EnvPool's queue, per worker), instead of idling
   until the caller's next ``send``.
 * Waiting is a bounded spin, then sleep: when there are no more processes than cores, a waiter spins on the
-  counters for up to ``spin_us`` (a short wait then costs about 1 us instead of a sleep/wake-up round trip, ~20 us
-  on a small VM), then sleeps on its pipe, so a long wait (a model running) costs nothing. With more processes
-  than cores nobody spins: a spinning waiter would take a core from the envs (PufferLib 3.0 runs slower with 2
-  workers than with 1 on 2 cores for that reason).
+  counters for up to ``spin_us`` (a short wait then costs about 1 us instead of a sleep/wake-up round trip, 15-30
+  us on a small VM), then sleeps on the counter (a futex), so a long wait (a model running) costs nothing. With
+  more processes than cores nobody spins: a spinning waiter would take a core from the envs (PufferLib 3.0 runs
+  slower with 2 workers than with 1 on 2 cores for that reason).
 * In synchronous mode the calling process hosts one group itself (``inline``): it signals the workers, steps its own
   envs while they step theirs, then waits. Two cores are then used by two processes, with no idle parent.
-* Faults: a worker that dies closes its pipe, so the parent's wait ends at once (at most ``spin_us`` later) with
-  :class:`WorkerDiedError`.
+* Faults: a worker that dies closes its pipe; a waiting parent looks for closed pipes every
+  :data:`~shoal.vector.link.PEER_CHECK_S` (0.1 s), so its wait ends with :class:`WorkerDiedError`.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import pickle
+import time
 from collections import deque
 from itertools import islice
 from typing import Any, Sequence
@@ -36,7 +37,7 @@ from shoal.vector import _worker
 from shoal.vector.buffers import BufferSpec
 from shoal.vector._counters import Counters
 from shoal.vector.channel import Channel, Poller
-from shoal.vector.link import EVENTS, ON_PIPE, PARENT_ASLEEP, Link, PeerClosed, counters_needed, wait
+from shoal.vector.link import EVENTS, ON_PIPE, PARENT_ASLEEP, PEER_CHECK_S, Link, PeerClosed, counters_needed, wait
 from shoal.vector.engine import Command, Op
 from shoal.vector.transport import EngineFactory, Transport, raise_first
 
@@ -89,6 +90,7 @@ class MultiprocessingTransport(Transport):
         self._queued: dict[int, deque[int]] = {}  # host -> its groups sent a command, in the order sent
         self._answers: dict[int, tuple[bool, Any]] = {}  # group -> answer read, not yet collected (in arrival order)
         self._waits: dict[tuple[int, ...], tuple[list[Link], list[Channel], Poller]] = {}  # see _wait()
+        self._next_check = 0.0  # when _wait looks for dead hosts next
         self._plans: dict[tuple[int, ...], list[tuple[int, list[int], list[int]]]] = {}  # see step()
         factory_bytes = cloudpickle.dumps(factory)
         try:
@@ -193,7 +195,8 @@ class MultiprocessingTransport(Transport):
 
     def _wait(self, hosts: tuple[int, ...], count: int) -> None:
         """Wait until ``hosts`` (each owing answers) have ``count`` more answers between them than have been read,
-        or one of them is found dead (its groups get their answers: errors)."""
+        or one of them is found dead (its groups get their answers: errors). Looks for dead hosts every
+        :data:`~shoal.vector.link.PEER_CHECK_S` at most, so that a dead one is found even while others answer."""
         if not hosts:
             return
         waiting = self._waits.get(hosts)
@@ -204,6 +207,15 @@ class MultiprocessingTransport(Transport):
             channels = [link.channel for link in links]
             waiting = self._waits[hosts] = (links, channels, Poller(c.fd for c in channels))
         links, channels, poller = waiting
+        now = time.monotonic()
+        if now >= self._next_check:  # a dead host among them? (a sleep notices one too, but an answer may come first)
+            self._next_check = now + PEER_CHECK_S
+            closed = set(poller.closed())
+            dead = [h for h, channel in zip(hosts, channels) if channel.fd in closed]
+            for host in dead:
+                self._fail(host, self._died(host))
+            if dead:
+                return
 
         def missing() -> int:
             have = 0

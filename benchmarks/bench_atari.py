@@ -3,8 +3,9 @@
     python benchmarks/bench_atari.py [--seconds 3] [--rounds 2] [--only single|multi|memory]
 
 Same settings on every side: 84x84 gray, stack 4, frameskip 4, max-pool, noop 30, sticky 0, no reward clipping, no
-fire reset, random actions. Prints steps/s of every configuration (best of ``--rounds``) and the ratios the
-targets are stated in:
+fire reset, random actions. Each round runs every configuration of a workload once, in turn (so a slow spell of
+this shared machine falls on all sides alike, not on one side's rounds); prints each configuration's best of
+``--rounds`` and the ratios the targets are stated in:
 
 * single ROM (Breakout, 16 envs): shoal's best / ale-py's best, and shoal's best / the bare limit (2 processes
   each running ALE's loop: 4x ``act`` + ``getScreenGrayscale``, no resize);
@@ -126,18 +127,22 @@ def single_configs(n: int) -> dict[str, tuple[str, Callable]]:
     }
 
 
-def best(make: Callable, run: Callable, rounds: int) -> float:
-    return max(run(make()) for _ in range(rounds))
+def interleaved(runs: dict[str, Callable[[], float]], rounds: int) -> dict[str, float]:
+    """Each of ``runs`` (a measurement returning steps/s) once per round, in turn; the best of each."""
+    rates: dict[str, list[float]] = {name: [] for name in runs}
+    for _ in range(rounds):
+        for name, run in runs.items():
+            rates[name].append(run())
+    return {name: max(values) for name, values in rates.items()}
 
 
 def bench_single(seconds: float, rounds: int, n: int = 16) -> None:
     print(f"\nsingle ROM: breakout x {n}")
-    rates: dict[str, float] = {}
-    for name, (side, make) in single_configs(n).items():
-        rates[name] = best(make, lambda e: run_vector(e, seconds), rounds)
-        print(f"  {name:32s} {rates[name]:9.0f} steps/s")
-    rates["bare limit (2 processes)"] = max(bare_limit("breakout", seconds) for _ in range(rounds))
-    print(f"  {'bare limit (2 processes)':32s} {rates['bare limit (2 processes)']:9.0f} steps/s")
+    runs = {name: (lambda make=make: run_vector(make(), seconds)) for name, (_, make) in single_configs(n).items()}
+    runs["bare limit (2 processes)"] = lambda: bare_limit("breakout", seconds)
+    rates = interleaved(runs, rounds)
+    for name, rate in rates.items():
+        print(f"  {name:32s} {rate:9.0f} steps/s")
     shoal_best = max(v for k, v in rates.items() if k.startswith("shoal"))
     ale_best = max(v for k, v in rates.items() if k.startswith("ale-py"))
     print(f"  ratio shoal best / ale-py best: {shoal_best / ale_best:.2f}x   (target >= 1.15)")
@@ -150,15 +155,18 @@ def bench_multi(seconds: float, rounds: int) -> None:
     for copies in (2, 4):
         games = list(np.repeat(MIXED, copies))
         print(f"\nmixed ROMs: {', '.join(MIXED)} x {copies} ({len(games)} envs)")
-        ours = max(
-            best(lambda: shoal.AtariVectorEnv(games=games, num_workers=2, **SETTINGS), lambda e: run_vector(e, seconds), rounds),
-            best(lambda: shoal.AtariVectorEnv(games=games, num_workers=2, batch_size=len(games) // 2, **SETTINGS),
-                 lambda e: run_vector(e, seconds), rounds),
+        rates = interleaved(
+            {
+                "shoal sync": lambda: run_vector(shoal.AtariVectorEnv(games=games, num_workers=2, **SETTINGS), seconds),
+                "shoal async": lambda: run_vector(
+                    shoal.AtariVectorEnv(games=games, num_workers=2, batch_size=len(games) // 2, **SETTINGS), seconds
+                ),
+                "pools": lambda: run_together([AleVectorEnv(g, copies, **SETTINGS) for g in MIXED], seconds),
+                "gymnasium": lambda: run_vector(gymnasium_async(games), seconds),
+            },
+            rounds,
         )
-        pools = max(
-            run_together([AleVectorEnv(g, copies, **SETTINGS) for g in MIXED], seconds) for _ in range(rounds)
-        )
-        gym_rate = best(lambda: gymnasium_async(games), lambda e: run_vector(e, seconds), rounds)
+        ours, pools, gym_rate = max(rates["shoal sync"], rates["shoal async"]), rates["pools"], rates["gymnasium"]
         print(f"  {'shoal best':32s} {ours:9.0f} steps/s")
         print(f"  {'3 ale-py pools stepped together':32s} {pools:9.0f} steps/s")
         print(f"  {'gymnasium AsyncVectorEnv':32s} {gym_rate:9.0f} steps/s")

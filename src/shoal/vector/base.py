@@ -110,6 +110,7 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
         self._single_action = single_action_space  # what actions are checked against (a subclass may hide it)
         self._check_actions = check_batch.dispatch(type(single_action_space))  # resolved once: every step checks
         self._obs_layout = Layout(single_observation_space)
+        self._plain_obs = not flatten and not self._obs_layout.structured  # observations are one array per batch
         self._action_layout = Layout(single_action_space)
         self.metadata = dict(metadata or {})
         self.metadata["autoreset_mode"] = self.autoreset_mode
@@ -133,6 +134,7 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
             factory, spec, backend, hosts, context=context, daemon=daemon, inline=inline, address=address
         )
         self._buffers = self._transport.buffers
+        self._obs_slot0 = self._buffers.slot(0)
         self._state = AsyncState.DEFAULT
         self._held: list[int] | None = None  # groups whose envs the caller holds (None before the first reset)
         self._held_ids = np.arange(0)  # their env ids, in batch order (set with _held by _hold)
@@ -369,7 +371,7 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
         answers, ids, rows = self._receive()
         b = self._buffers
         infos = self._infos(answers, ids, rows)
-        if self._sequenced(answers):
+        if self._used_sequences and self._sequenced(answers):
             infos["steps_taken"] = _take(b.steps_taken, rows)
         return (
             self._observations(rows),
@@ -495,6 +497,8 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
         return ids
 
     def _observations(self, rows: Any) -> Any:
+        if self._plain_obs and not self._buffers.slots_on[0]:  # every step's case: one array, in slot 0
+            return _take(self._obs_slot0, rows) if self.copy else self._obs_slot0[rows]
         batch, fresh = self._obs_batch(rows)
         if self.flatten:
             flat = self._obs_layout.flat(batch)

@@ -401,7 +401,7 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
         return answers, self._held_ids, self._held_rows
 
     def _sequenced(self, answers: list[tuple[int, Any]]) -> bool:
-        return bool(self._used_sequences) and any(g in self._used_sequences for g, _ in answers)
+        return any(g in self._used_sequences for g, _ in answers)
 
     step_async = send
     step_wait = recv

@@ -159,6 +159,8 @@ class MultiprocessingTransport(Transport):
         for group in groups:
             while group not in self._answers:
                 host = self.host_of[group]
+                if group not in self._queued[host]:
+                    raise RuntimeError(f"collect: group {group} was sent no command to answer")
                 self._wait((host,), 1)
                 self._read(host)
         return raise_first([(group, self._answers.pop(group)) for group in groups])
@@ -167,6 +169,8 @@ class MultiprocessingTransport(Transport):
         answers = self._answers
         owing = self._read_available()
         while len(answers) < count:
+            if not owing:
+                raise RuntimeError(f"collect_any: {count} answers wanted, {len(answers)} can come")
             self._wait(owing, count - len(answers))
             owing = self._read_available()
         return raise_first([(group, answers.pop(group)) for group in list(islice(answers, count))])

@@ -117,6 +117,39 @@ def test_async_batches_on_worker_processes_carry_their_env_ids():
             assert (frames > 0).all()
 
 
+def test_async_batches_of_scattered_envs_equal_each_env_stepped_alone():
+    # Batches drawn from two workers are often not one block of envs (say envs 0 and 2): their observations are
+    # gathered from wherever each env's are. Each env is checked against a twin stepped alone with the same seed.
+    games = ["pong", "breakout", "pong", "breakout"]
+    twins = [atari(games=[g]) for g in games]
+    with atari(games=games, backend="multiprocessing", num_workers=2, batch_size=2) as envs:
+        _, info = envs.reset(seed=9)
+        latest = [(twin.reset(seed=9 + i)[0][0], 0.0) for i, twin in enumerate(twins)]  # each twin's last result
+        pending = set()  # twins sent an action, not yet received
+        handle, send, step, recv, get_last_info, unregister = envs.torch()
+        rng = np.random.default_rng(0)
+        ids, scattered = info["env_id"], 0
+        for _ in range(60):
+            actions = rng.integers(0, np.asarray(envs.num_actions)[ids])
+            send(handle, torch.from_numpy(actions))
+            for env_id, action in zip(ids.tolist(), actions.tolist()):
+                twins[env_id].send(np.array([action]))
+                pending.add(env_id)
+            obs, reward, *_ = recv(handle)
+            ids = get_last_info(handle)["env_id"].numpy().copy()
+            scattered += int(ids[1] - ids[0] != 1)
+            for row, env_id in enumerate(ids.tolist()):
+                if env_id in pending:  # else it comes back from the reset, not stepped yet
+                    twin_obs, twin_reward, *_ = twins[env_id].recv()
+                    latest[env_id] = (twin_obs[0], twin_reward[0])
+                    pending.discard(env_id)
+                assert torch.equal(obs[row], torch.from_numpy(latest[env_id][0]))
+                assert reward[row].item() == latest[env_id][1]
+        assert scattered > 0, "no batch of scattered envs came: the gathering path went untested"
+    for twin in twins:
+        twin.close()
+
+
 # -- buffer lifetimes and allocation -------------------------------------------------------------------------------
 
 

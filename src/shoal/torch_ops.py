@@ -152,6 +152,7 @@ class TorchEnv:
             **b.extras,
         }
         self.info_names = ("env_id", *b.extras)
+        self._all_ids = np.arange(envs.num_envs)
         self._shapes = {name: ((envs.batch_size, *a.shape[1:]), a.dtype) for name, a in self._src.items()}
         self._shapes["env_id"] = ((envs.batch_size,), np.dtype(np.int64))
         self.pool = [self._new_set() for _ in range(2)]
@@ -187,8 +188,9 @@ class TorchEnv:
         arrays = outputs.arrays
         for name, src in self._src.items():
             if name == "obs":
-                if obs is None:  # the numpy path's slot, or several: one copy
-                    np.copyto(arrays[name], self._flat(self.envs._obs_batch(rows)[0]))
+                if obs is None:  # the numpy path's slot, several, or not one block: one copy, from where each is
+                    np.take(src, self.envs._buffers.obs_rows(self._all_ids if ids is None else ids), axis=0,
+                            out=arrays[name])
             elif ids is None or isinstance(rows, slice):
                 np.copyto(arrays[name], src[rows])
             else:

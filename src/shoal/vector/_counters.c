@@ -97,12 +97,17 @@ static int64_t *counter(Counters *self, Py_ssize_t i) {
     return self->base + i * STRIDE;
 }
 
-static PyObject *Counters_load(Counters *self, PyObject *arg) {
+/* The counter named by the integer `arg`; NULL with an exception set when there is none. */
+static int64_t *counter_of(Counters *self, PyObject *arg) {
     Py_ssize_t i = PyLong_AsSsize_t(arg);
     if (i == -1 && PyErr_Occurred()) {
         return NULL;
     }
-    int64_t *p = counter(self, i);
+    return counter(self, i);
+}
+
+static PyObject *Counters_load(Counters *self, PyObject *arg) {
+    int64_t *p = counter_of(self, arg);
     return p == NULL ? NULL : PyLong_FromLongLong(__atomic_load_n(p, SEQ_CST));
 }
 
@@ -138,6 +143,18 @@ static PyObject *Counters_add(Counters *self, PyObject *const *args, Py_ssize_t 
     return p == NULL ? NULL : PyLong_FromLongLong(__atomic_add_fetch(p, (int64_t)delta, SEQ_CST));
 }
 
+/* The arguments (index, old, seconds) of wait() and sleep(): the counter, `old` and `seconds`; NULL with an exception
+ * set when they do not fit. */
+static int64_t *counter_old_seconds(Counters *self, PyObject *const *args, Py_ssize_t nargs, const char *usage,
+                                    long long *old, double *seconds) {
+    int64_t *p = counter_and_value(self, args, nargs, 3, usage, old);
+    if (p == NULL) {
+        return NULL;
+    }
+    *seconds = PyFloat_AsDouble(args[2]);
+    return *seconds == -1.0 && PyErr_Occurred() ? NULL : p;
+}
+
 static double now_s(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
@@ -148,12 +165,9 @@ static double now_s(void) {
  * returns its value then (still `old` if the time ran out). */
 static PyObject *Counters_wait(Counters *self, PyObject *const *args, Py_ssize_t nargs) {
     long long old;
-    int64_t *p = counter_and_value(self, args, nargs, 3, "wait(index, old, seconds)", &old);
+    double seconds;
+    int64_t *p = counter_old_seconds(self, args, nargs, "wait(index, old, seconds)", &old, &seconds);
     if (p == NULL) {
-        return NULL;
-    }
-    double seconds = PyFloat_AsDouble(args[2]);
-    if (seconds == -1.0 && PyErr_Occurred()) {
         return NULL;
     }
     int64_t value = __atomic_load_n(p, SEQ_CST);
@@ -189,12 +203,9 @@ static uint32_t *futex_word(int64_t *p) {
  * never fall between the check and the sleep; elsewhere it naps FALLBACK_NAP_S at most. */
 static PyObject *Counters_sleep(Counters *self, PyObject *const *args, Py_ssize_t nargs) {
     long long old;
-    int64_t *p = counter_and_value(self, args, nargs, 3, "sleep(index, old, seconds)", &old);
+    double seconds;
+    int64_t *p = counter_old_seconds(self, args, nargs, "sleep(index, old, seconds)", &old, &seconds);
     if (p == NULL) {
-        return NULL;
-    }
-    double seconds = PyFloat_AsDouble(args[2]);
-    if (seconds == -1.0 && PyErr_Occurred()) {
         return NULL;
     }
     if (seconds <= 0 || __atomic_load_n(p, SEQ_CST) != (int64_t)old) {
@@ -217,11 +228,7 @@ static PyObject *Counters_sleep(Counters *self, PyObject *const *args, Py_ssize_
 
 /* wake(index): wake whoever sleep()s on counter `index` (call it after bumping the counter). */
 static PyObject *Counters_wake(Counters *self, PyObject *arg) {
-    Py_ssize_t i = PyLong_AsSsize_t(arg);
-    if (i == -1 && PyErr_Occurred()) {
-        return NULL;
-    }
-    int64_t *p = counter(self, i);
+    int64_t *p = counter_of(self, arg);
     if (p == NULL) {
         return NULL;
     }

@@ -19,6 +19,7 @@ this shared machine falls on all sides alike, not on one side's rounds); prints 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import multiprocessing as mp
 import time
 from typing import Callable
@@ -26,7 +27,7 @@ from typing import Callable
 import numpy as np
 
 import shoal
-from shoal.bench.throughput import SETTINGS, gymnasium_async, time_steps
+from shoal.bench.throughput import SETTINGS, gymnasium_async, stepper, time_steps
 
 MIXED = ["pong", "breakout", "space_invaders"]
 
@@ -57,23 +58,11 @@ def run_vector(envs, seconds: float) -> float:
     return rate
 
 
-def run_together(pools, seconds: float) -> float:
-    """Steps/s of several ale-py vector envs (one per ROM), each sent its actions before any is received."""
-    rng = np.random.default_rng(0)
-    for p in pools:
-        p.reset(seed=0)
-
-    def step() -> int:
-        for p in pools:
-            p.send((rng.random(p.num_envs) * p.single_action_space.n).astype(np.int64))
-        for p in pools:
-            p.recv()
-        return sum(p.num_envs for p in pools)
-
-    rate = timed(step, seconds)
-    for p in pools:
-        p.close()
-    return rate
+def run_system(system: str, games: list[str], seconds: float) -> float:
+    """Steps/s of one of ``shoal bench``'s systems over ``games`` (``"ale-py"``: one ale-py vector env per ROM, all
+    sent their actions before any is received, so they step at the same time)."""
+    with contextlib.ExitStack() as opened:
+        return timed(stepper(system, games, opened), seconds)
 
 
 def _bare_loop(games: list[str], seconds: float, out) -> None:
@@ -159,10 +148,8 @@ def bench_single(seconds: float, rounds: int, n: int = 16) -> None:
 
 
 def bench_multi(seconds: float, rounds: int) -> None:
-    from ale_py.vector_env import AtariVectorEnv as AleVectorEnv
-
     for copies in (2, 4):
-        games = list(np.repeat(MIXED, copies))
+        games = [str(g) for g in np.repeat(MIXED, copies)]
         print(f"\nmixed ROMs: {', '.join(MIXED)} x {copies} ({len(games)} envs)")
         rates = interleaved(
             {
@@ -170,7 +157,7 @@ def bench_multi(seconds: float, rounds: int) -> None:
                 "shoal async": lambda: run_vector(
                     shoal.AtariVectorEnv(games=games, num_workers=2, batch_size=len(games) // 2, **SETTINGS), seconds
                 ),
-                "pools": lambda: run_together([AleVectorEnv(g, copies, **SETTINGS) for g in MIXED], seconds),
+                "pools": lambda: run_system("ale-py", games, seconds),
                 "gymnasium": lambda: run_vector(gymnasium_async(games), seconds),
                 "bare": lambda: bare_limit(games, seconds),
             },

@@ -91,4 +91,5 @@ def compare_rollout(games, *, steps, seed, autoreset_mode="next_step", frameskip
 
 def _same_info(info, ref_info, i, where):
     for key in INFO_KEYS:
-        assert info[key][i] == ref_info[key][0], f"info[{key!r}] of env {i} at {where}: {info[key][i]} vs {ref_info[key][0]}"
+        mine, theirs = info[key][i], ref_info[key][0]
+        assert mine == theirs, f"info[{key!r}] of env {i} at {where}: {mine} vs {theirs}"

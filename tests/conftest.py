@@ -6,7 +6,9 @@ import pytest
 BACKENDS = [
     pytest.param({"backend": "serial", "num_workers": 2}, id="serial"),
     pytest.param({"backend": "multiprocessing", "num_workers": 2, "context": "fork"}, id="mp-fork"),
-    pytest.param({"backend": "multiprocessing", "num_workers": 2, "context": "fork", "inline": False}, id="mp-fork-noinline"),
+    pytest.param(
+        {"backend": "multiprocessing", "num_workers": 2, "context": "fork", "inline": False}, id="mp-fork-noinline"
+    ),
     pytest.param({"backend": "multiprocessing", "num_workers": 3, "context": "spawn"}, id="mp-spawn"),
     pytest.param({"backend": "multiprocessing", "num_workers": 2, "context": "forkserver"}, id="mp-forkserver"),
     pytest.param({"backend": "ray", "num_workers": 2}, id="ray", marks=pytest.mark.ray),
@@ -19,7 +21,9 @@ def ray_session():
     ray = pytest.importorskip("ray")
     tests = os.path.dirname(os.path.abspath(__file__))  # actors import the test envs (fakes.py) by name
     path = os.pathsep.join(p for p in (tests, os.environ.get("PYTHONPATH")) if p)
-    ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING", runtime_env={"env_vars": {"PYTHONPATH": path}})
+    ray.init(
+        num_cpus=2, include_dashboard=False, logging_level="WARNING", runtime_env={"env_vars": {"PYTHONPATH": path}}
+    )
     yield ray
     ray.shutdown()
 

@@ -17,7 +17,9 @@ GAMES = ["pong", "breakout", "space_invaders", "ms_pacman"]
     [
         pytest.param({"backend": "serial"}, id="serial"),
         pytest.param({"backend": "multiprocessing", "num_workers": 2}, id="mp-inline"),
-        pytest.param({"backend": "multiprocessing", "num_workers": 2, "inline": False, "context": "spawn"}, id="mp-spawn"),
+        pytest.param(
+            {"backend": "multiprocessing", "num_workers": 2, "inline": False, "context": "spawn"}, id="mp-spawn"
+        ),
     ],
 )
 def test_gray_84_next_step_on_every_backend(backend):

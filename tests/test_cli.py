@@ -96,7 +96,8 @@ def test_sweep_summaries_follow_from_the_episodes(capsys, tmp_path):
     scores = [e.score for e in episodes if e.game == "breakout"]
     breakout = next(s for s in summary["summaries"] if s["game"] == "breakout")
     assert breakout["mean"] == pytest.approx(np.mean(scores))
-    assert breakout["human_normalized"] == pytest.approx(np.mean([(s - ref.random) / (ref.human - ref.random) for s in scores]))
+    normalized = [(s - ref.random) / (ref.human - ref.random) for s in scores]
+    assert breakout["human_normalized"] == pytest.approx(np.mean(normalized))
     assert imread(tmp_path / "scores.png").ndim == 3
     with (tmp_path / "summary.csv").open() as f:
         assert [r["game"] for r in csv.DictReader(f)] == ["pong", "breakout"]
@@ -189,7 +190,10 @@ def test_autotune_ranks_configurations_and_its_snippet_builds_the_best(capsys):
     "argv, message",
     [
         (["bench", "--roms", "x"], "expected comma-separated integers, got 'x'"),
-        (["bench", "--systems", "envpool"], "systems must be some of shoal, shoal-serial, shoal-ray, ale-py, gymnasium"),
+        (
+            ["bench", "--systems", "envpool"],
+            "systems must be some of shoal, shoal-serial, shoal-ray, ale-py, gymnasium",
+        ),
         (["bench", "--roms", "9"], "roms must be integers between 1 and 8"),
         (["sweep", "--games", "breakuot"], "unknown ROM id 'breakuot': did you mean 'breakout'"),
         (["sweep", "--games", "pong", "--episodes", "1", "--steps", "2"], "not allowed with argument"),

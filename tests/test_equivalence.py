@@ -98,7 +98,8 @@ def test_same_seeds_same_rollouts_across_backends(backend):
             assert_same(x, y)
     with shoal.make(_fns("dict", "nested"), backend="serial") as c:
         first = rollout(c, acts, 5, seed=12)[1][0]["pos"]
-    assert not np.array_equal(first, rollout(shoal.make(_fns("dict", "nested"), backend="serial"), acts, 5, 11)[1][0]["pos"])
+    other = rollout(shoal.make(_fns("dict", "nested"), backend="serial"), acts, 5, 11)[1][0]["pos"]
+    assert not np.array_equal(first, other)
 
 
 def test_copy_false_returns_views_and_flatten_unflattens():

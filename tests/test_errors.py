@@ -73,7 +73,11 @@ def test_bad_structured_actions():
         ({"seed": 1.5}, errors.ResetArgumentError, r"seed must be None, an int or a sequence of 4 ints, got float"),
         ({"seed": [0, 1, "x", 3]}, errors.ResetArgumentError, r"seed 2: expected a non-negative integer or None"),
         ({"options": {"reset_mask": [True] * 4}}, errors.ResetArgumentError, r"numpy bool array of shape \(4,\)"),
-        ({"options": {"reset_mask": np.ones(3, bool)}}, errors.ResetArgumentError, r"must have shape \(4,\), got \(3,\)"),
+        (
+            {"options": {"reset_mask": np.ones(3, bool)}},
+            errors.ResetArgumentError,
+            r"must have shape \(4,\), got \(3,\)",
+        ),
         ({"options": {"reset_mask": np.zeros(4, bool)}}, errors.ResetArgumentError, r"selects no env"),
         ({"options": {"reset_mask": np.ones(4, np.int8)}}, errors.ResetArgumentError, r"dtype int8"),
     ],

@@ -76,8 +76,9 @@ class AtariConfig:
         _positive_int("max_num_frames_per_episode", self.max_num_frames_per_episode)
         if isinstance(self.noop_max, bool) or not isinstance(self.noop_max, int) or self.noop_max < 0:
             raise ConfigError(f"noop_max must be a non-negative integer, got {self.noop_max!r}")
-        if not isinstance(self.repeat_action_probability, (int, float)) or not 0.0 <= self.repeat_action_probability <= 1.0:
-            raise ConfigError(f"repeat_action_probability must be in [0, 1], got {self.repeat_action_probability!r}")
+        sticky = self.repeat_action_probability
+        if not isinstance(sticky, (int, float)) or not 0.0 <= sticky <= 1.0:
+            raise ConfigError(f"repeat_action_probability must be in [0, 1], got {sticky!r}")
         if self.img_height > SCREEN_HEIGHT * 4 or self.img_width > SCREEN_WIDTH * 4:
             raise ConfigError(f"img_height/img_width larger than 4x the {SCREEN_HEIGHT}x{SCREEN_WIDTH} screen")
 

@@ -109,7 +109,9 @@ class AtariVectorEnv(VectorEnv):
         if num_threads and num_workers and num_threads != num_workers:
             raise ConfigError(f"num_threads={num_threads} and num_workers={num_workers} disagree; pass one")
         if isinstance(thread_affinity_offset, bool) or not isinstance(thread_affinity_offset, int):
-            raise ConfigError(f"thread_affinity_offset must be an integer (-1: no pinning), got {thread_affinity_offset!r}")
+            raise ConfigError(
+                f"thread_affinity_offset must be an integer (-1: no pinning), got {thread_affinity_offset!r}"
+            )
         self.games: list[str] = list(names)
         self.num_actions: list[int] = self.config.num_actions
         factory = AtariEngineFactory(

@@ -121,8 +121,8 @@ def kernel_resizes(height: int, width: int) -> bool:
     scale_y, scale_x = 1.0 / (height / SCREEN_HEIGHT), 1.0 / (width / SCREEN_WIDTH)
     if scale_y < 1.0 or scale_x < 1.0:
         return False
-    integer = abs(scale_x - round(scale_x)) < np.finfo(float).eps and abs(scale_y - round(scale_y)) < np.finfo(float).eps
-    return not integer
+    eps = np.finfo(float).eps
+    return not (abs(scale_x - round(scale_x)) < eps and abs(scale_y - round(scale_y)) < eps)
 
 
 @dataclass

@@ -32,7 +32,8 @@ def games(cache: bool = True, progress: Callable[[int, int], None] | None = None
     """
     import ale_py
 
-    path = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "shoal" / f"games-{ale_py.__version__}.json"
+    cache_dir = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    path = cache_dir / "shoal" / f"games-{ale_py.__version__}.json"
     if cache and path.exists():
         return [GameInfo(g["id"], *(tuple(g[k]) for k in ("minimal_actions", "modes", "difficulties")))
                 for g in json.loads(path.read_text())]

@@ -32,7 +32,8 @@ SUMMARY_FIELDS = (
 )
 
 Progress = Callable[[float, float], None]
-"""Called with ``(done, total)`` in the sweep's unit (episodes, or agent steps with ``steps=``), a few times a second."""
+"""Called with ``(done, total)`` in the sweep's unit (episodes, or agent steps with ``steps=``), a few times a
+second."""
 
 
 @dataclass(frozen=True)

@@ -162,10 +162,10 @@ def _check_counts(name: str, counts: Sequence[int], limit: int) -> list[int]:
 
 def _measure(system: str, games: list[str], seconds: float) -> tuple[float, float, float]:
     with contextlib.ExitStack() as opened:
-        return time_steps(_stepper(system, games, opened), seconds)
+        return time_steps(stepper(system, games, opened), seconds)
 
 
-def _stepper(system: str, games: list[str], opened: contextlib.ExitStack) -> Callable[[], int]:
+def stepper(system: str, games: list[str], opened: contextlib.ExitStack) -> Callable[[], int]:
     """A ``step()`` of ``system`` over ``games`` with random actions; what it opens closes with ``opened``."""
     rng = np.random.default_rng(0)
     n = len(games)

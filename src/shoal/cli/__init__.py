@@ -101,7 +101,9 @@ def parser() -> argparse.ArgumentParser:
         help="what to measure: shoal (multiprocessing), shoal-serial, shoal-ray, ale-py, gymnasium "
         "(default: shoal,shoal-serial,ale-py,gymnasium)",
     )
-    bench.add_argument("--games", type=_names, help="ROMs to take, in order (default: pong,breakout,space_invaders,...)")
+    bench.add_argument(
+        "--games", type=_names, help="ROMs to take, in order (default: pong,breakout,space_invaders,...)"
+    )
     bench.add_argument(
         "--out", type=Path, default=Path("shoal-bench"), help="folder for bench.json/.csv/.png (default: shoal-bench)"
     )

@@ -265,7 +265,8 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
                     f"asynchronous mode only envs of the batch you hold ({self._held_ids.tolist()}) can be reset"
                 )
             groups = [g for g, r in enumerate(self.groups) if mask[r.start : r.stop].any()]
-            ids = [np.flatnonzero(mask[self.groups[g].start : self.groups[g].stop]) + self.groups[g].start for g in groups]
+            ids = [np.flatnonzero(mask[self.groups[g].start : self.groups[g].stop]) + self.groups[g].start
+                   for g in groups]
             self._buffers.obs_target[mask] = 0
         commands = {
             g: Command(Op.RESET, i, ([seeds[e] for e in i.tolist()], payload_options)) for g, i in zip(groups, ids)

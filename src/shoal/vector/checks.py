@@ -1,4 +1,5 @@
-"""Checks of user input (actions, sequences, seeds, masks) that raise typed errors saying what was expected and what came.
+"""Checks of user input (actions, sequences, seeds, masks) that raise typed errors saying what was expected and
+what came.
 
 Each check is a handful of numpy calls over the whole batch, never a Python loop over envs, so they run on every
 step without costing the hot path more than a few microseconds.
@@ -116,7 +117,8 @@ def is_sequence_batch(space: spaces.Space, actions: Any) -> bool:
 
     A list or tuple counts as sequences when any element is a numpy array with one more axis than a single action.
     """
-    if not isinstance(actions, (list, tuple)) or not isinstance(space, (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)):
+    simple = (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)
+    if not isinstance(actions, (list, tuple)) or not isinstance(space, simple):
         return False
     ndim = len(space.shape)
     return any(isinstance(a, np.ndarray) and a.ndim == ndim + 1 for a in actions)
@@ -140,7 +142,10 @@ def check_sequences(space: spaces.Space, sequences: Any, n: int, gamma: Any) -> 
         parts.append(check_batch(space, seq, len(seq), f"sequence {j}"))
     offsets = np.zeros(n + 1, dtype=np.int64)
     offsets[1:] = np.cumsum([len(p) for p in parts])
-    values = np.concatenate(parts).astype(space.dtype, copy=False) if offsets[-1] else np.zeros((0, *space.shape), space.dtype)
+    if offsets[-1]:
+        values = np.concatenate(parts).astype(space.dtype, copy=False)
+    else:
+        values = np.zeros((0, *space.shape), space.dtype)
     return values, offsets, gamma
 
 
@@ -168,7 +173,8 @@ def _check_sequence_space(space: spaces.Space) -> None:
 
 
 def _check_gamma(gamma: Any) -> float:
-    if isinstance(gamma, bool) or not isinstance(gamma, (int, float, np.floating, np.integer)) or not 0.0 <= gamma <= 1.0:
+    number = isinstance(gamma, (int, float, np.floating, np.integer)) and not isinstance(gamma, bool)
+    if not number or not 0.0 <= gamma <= 1.0:
         raise ActionError(f"gamma must be a number in [0, 1], got {gamma!r}")
     return float(gamma)
 

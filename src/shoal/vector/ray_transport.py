@@ -36,7 +36,9 @@ def import_ray() -> Any:
     try:
         import ray
     except ImportError as exc:
-        raise MissingDependencyError('backend="ray" needs Ray, which is not installed: pip install "shoal[ray]"') from exc
+        raise MissingDependencyError(
+            'backend="ray" needs Ray, which is not installed: pip install "shoal[ray]"'
+        ) from exc
     return ray
 
 

@@ -127,7 +127,6 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
         self.action_space = batch_space(single_action_space, self.batch_size)
 
         self.groups, hosts = self._layout()
-        self._group_arrays = [np.arange(r.start, r.stop) for r in self.groups]
         self._batches: dict[tuple[int, ...], tuple[np.ndarray, Any, Any]] = {}  # held groups -> see _hold
         spec = BufferSpec(self.num_envs, self._obs_layout, self._action_layout, dict(extras or {}))
         self._transport = self._make_transport(
@@ -472,7 +471,7 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
     # -- helpers -----------------------------------------------------------------------------------------------------
 
     def _group_ids(self, group: int) -> np.ndarray:
-        return self._group_arrays[group]
+        return self._transport.group_ids[group]
 
     def _hold(self, groups: list[int]) -> None:
         """The caller now holds ``groups``: set :attr:`_held`, the batch's env ids and buffer rows, and its
@@ -484,7 +483,7 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
         if batch is None:
             if len(self._batches) > 256:  # many groups: do not keep every combination ever drawn
                 self._batches.clear()
-            ids = np.concatenate([self._group_arrays[g] for g in key])
+            ids = np.concatenate([self._transport.group_ids[g] for g in key])
             batch = self._batches[key] = (ids, self._rows(ids), self._batch_action_space(ids))
         self._held_ids, self._held_rows, space = batch
         if space is not None:

@@ -46,7 +46,7 @@ class Transport(ABC):
         self.groups = list(groups)
         self.hosts = [list(h) for h in hosts] if hosts is not None else [[g] for g in range(len(self.groups))]
         self.host_of = {g: h for h, members in enumerate(self.hosts) for g in members}
-        self._group_ids = [np.arange(r.start, r.stop) for r in self.groups]
+        self.group_ids = [np.arange(r.start, r.stop) for r in self.groups]  # each group's env ids, as an array
 
     def host_ids(self, host: int) -> range:
         """The env ids of host ``host``: its groups' ids, which are consecutive."""
@@ -60,7 +60,7 @@ class Transport(ABC):
     def step(self, groups: Sequence[int]) -> None:
         """Start one step of each of ``groups``, their actions being in the buffers: :meth:`dispatch` of
         :data:`~shoal.vector.engine.Op.STEP` commands, which a backend may carry a faster way (every step does)."""
-        self.dispatch({g: Command(Op.STEP, self._group_ids[g]) for g in groups})
+        self.dispatch({g: Command(Op.STEP, self.group_ids[g]) for g in groups})
 
     @abstractmethod
     def collect(self, groups: Sequence[int]) -> list[tuple[int, Any]]:

@@ -112,13 +112,16 @@ def _(space: spaces.Tuple, value: Any, n: int, where: str) -> tuple:
     return tuple(check_batch(sub, v, n, f"{where}[{i}]") for i, (sub, v) in enumerate(zip(space.spaces, value)))
 
 
+_ARRAY_SPACES = (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)
+"""The spaces whose actions are plain arrays, so a batch of sequences of them can be told apart."""
+
+
 def is_sequence_batch(space: spaces.Space, actions: Any) -> bool:
     """Whether ``actions`` is a list of per-env action sequences rather than one batch of actions.
 
     A list or tuple counts as sequences when any element is a numpy array with one more axis than a single action.
     """
-    simple = (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)
-    if not isinstance(actions, (list, tuple)) or not isinstance(space, simple):
+    if not isinstance(actions, (list, tuple)) or not isinstance(space, _ARRAY_SPACES):
         return False
     ndim = len(space.shape)
     return any(isinstance(a, np.ndarray) and a.ndim == ndim + 1 for a in actions)

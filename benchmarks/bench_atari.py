@@ -27,7 +27,7 @@ from typing import Callable
 import numpy as np
 
 import shoal
-from shoal.bench.throughput import SETTINGS, gymnasium_async, stepper, time_steps
+from shoal.bench.throughput import SETTINGS, gymnasium_async, interleaved, stepper, time_steps
 
 MIXED = ["pong", "breakout", "space_invaders"]
 
@@ -123,15 +123,6 @@ def single_configs(n: int) -> dict[str, tuple[str, Callable]]:
         "ale-py sync": ("ale-py", lambda: AleVectorEnv("breakout", n, **SETTINGS)),
         "ale-py async batch 8": ("ale-py", lambda: AleVectorEnv("breakout", n, batch_size=n // 2, **SETTINGS)),
     }
-
-
-def interleaved(runs: dict[str, Callable[[], float]], rounds: int) -> dict[str, float]:
-    """Each of ``runs`` (a measurement returning steps/s) once per round, in turn; the best of each."""
-    rates: dict[str, list[float]] = {name: [] for name in runs}
-    for _ in range(rounds):
-        for name, run in runs.items():
-            rates[name].append(run())
-    return {name: max(values) for name, values in rates.items()}
 
 
 def bench_single(seconds: float, rounds: int, n: int = 16) -> None:

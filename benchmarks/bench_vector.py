@@ -21,6 +21,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from workloads import WORKLOADS  # noqa: E402
 
 import shoal  # noqa: E402
+from shoal.bench.throughput import interleaved  # noqa: E402
 
 
 def measure(envs, seconds: float, windows: int = 5) -> float:
@@ -66,11 +67,11 @@ def main() -> None:
     summary = []
     for workload in args.workloads:
         for n in args.envs:
-            # Rounds interleave the configurations, so a slow spell of the machine hits them all alike.
-            rates: dict[tuple[str, str], float] = {}
-            for _ in range(args.rounds):
-                for side, name, build in configs(WORKLOADS[workload], n):
-                    rates[side, name] = max(rates.get((side, name), 0.0), measure(build(), args.seconds))
+            runs = {
+                (side, name): (lambda build=build: measure(build(), args.seconds))
+                for side, name, build in configs(WORKLOADS[workload], n)
+            }
+            rates = interleaved(runs, args.rounds)
             best = {"shoal": (0.0, ""), "peer": (0.0, "")}
             for (side, name), sps in rates.items():
                 print(f"{workload:10s} {n:4d}  {name:18s} {sps:22,.0f}", flush=True)

@@ -237,3 +237,13 @@ def test_ctrl_c_ends_a_sweep_cleanly_with_no_stray_processes(tmp_path):
     time.sleep(0.5)
     leftovers = [p for p in psutil.process_iter(["cmdline"]) if str(out) in " ".join(p.info["cmdline"] or [])]
     assert leftovers == []
+
+
+def test_interleaved_runs_every_measurement_each_round_in_turn_and_keeps_its_best():
+    from shoal.bench.throughput import interleaved
+
+    calls = []
+    rates = {"a": iter([3.0, 5.0, 4.0]), "b": iter([7.0, 2.0, 1.0])}
+    runs = {name: (lambda name=name: calls.append(name) or next(rates[name])) for name in rates}
+    assert interleaved(runs, 3) == {"a": 5.0, "b": 7.0}
+    assert calls == ["a", "b"] * 3  # round by round, not all of a's rounds first

@@ -11,7 +11,7 @@ import os
 import platform
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Hashable, Mapping, Sequence, TypeVar
 
 import numpy as np
 
@@ -30,6 +30,8 @@ SETTINGS: dict[str, Any] = dict(
     img_height=84, img_width=84, stack_num=4, frameskip=4, maxpool=True, noop_max=30,
     repeat_action_probability=0.0, reward_clipping=False, use_fire_reset=False,
 )
+
+Key = TypeVar("Key", bound=Hashable)
 
 Progress = Callable[[str], None]
 """Called with a description when a measurement starts (a CLI advances its progress bar)."""
@@ -118,6 +120,16 @@ def time_steps(step: Callable[[], int], seconds: float, warmup: int = 10) -> tup
     elapsed = time.perf_counter() - start
     ms = np.asarray(durations) * 1e3
     return steps / elapsed, float(ms.mean()), float(np.percentile(ms, 95))
+
+
+def interleaved(runs: Mapping[Key, Callable[[], float]], rounds: int) -> dict[Key, float]:
+    """Each of ``runs`` (a measurement returning a rate) once per round, in turn, so that a slow spell of a shared
+    machine falls on all of them alike rather than on one's rounds; the best rate of each."""
+    rates: dict[Key, list[float]] = {name: [] for name in runs}
+    for _ in range(rounds):
+        for name, run in runs.items():
+            rates[name].append(run())
+    return {name: max(values) for name, values in rates.items()}
 
 
 def throughput(

@@ -24,9 +24,8 @@ class Poller:
     here)."""
 
     def __init__(self, fds: Iterable[int]) -> None:
-        self.fds = list(fds)
         self._poll = select.poll()
-        for fd in self.fds:
+        for fd in fds:
             self._poll.register(fd, select.POLLIN)
 
     def closed(self) -> list[int]:

@@ -174,9 +174,14 @@ def wait(
 
 def _check_peers(channels: Sequence[Channel], poller: Poller | None) -> None:
     """Raise :class:`PeerClosed` for the first of ``channels`` whose other end is closed."""
+    closed = closed_channels(channels, poller)
+    if closed:
+        raise PeerClosed(closed[0])
+
+
+def closed_channels(channels: Sequence[Channel], poller: Poller | None = None) -> list[int]:
+    """The indices of ``channels`` whose other end is closed (``poller``: one built over them already)."""
     if poller is None:
         poller = channels[0].poller if len(channels) == 1 else Poller(c.fd for c in channels)
     closed = set(poller.closed())
-    for index, channel in enumerate(channels):
-        if channel.fd in closed:
-            raise PeerClosed(index)
+    return [index for index, channel in enumerate(channels) if channel.fd in closed]

@@ -37,7 +37,17 @@ from shoal.vector import _worker
 from shoal.vector.buffers import BufferSpec
 from shoal.vector._counters import Counters
 from shoal.vector.channel import Channel, Poller
-from shoal.vector.link import EVENTS, ON_PIPE, PARENT_ASLEEP, PEER_CHECK_S, Link, PeerClosed, counters_needed, wait
+from shoal.vector.link import (
+    EVENTS,
+    ON_PIPE,
+    PARENT_ASLEEP,
+    PEER_CHECK_S,
+    Link,
+    PeerClosed,
+    closed_channels,
+    counters_needed,
+    wait,
+)
 from shoal.vector.engine import Command, Op
 from shoal.vector.transport import EngineFactory, Transport, raise_first
 
@@ -214,10 +224,9 @@ class MultiprocessingTransport(Transport):
         now = time.monotonic()
         if now >= self._next_check:  # a dead host among them? (a sleep notices one too, but an answer may come first)
             self._next_check = now + PEER_CHECK_S
-            closed = set(poller.closed())
-            dead = [h for h, channel in zip(hosts, channels) if channel.fd in closed]
-            for host in dead:
-                self._fail(host, self._died(host))
+            dead = closed_channels(channels, poller)
+            for index in dead:
+                self._fail(hosts[index], self._died(hosts[index]))
             if dead:
                 return
 

@@ -22,7 +22,7 @@ INFO_KEYS = ("lives", "frame_number", "episode_frame_number")
 """The info entries both sides report (the reference also reports ``seeds`` after a seeded reset)."""
 
 
-def reference_env(game, *, frameskip, size, grayscale, stack, episodic_life, max_frames):
+def reference_env(game, *, frameskip, size, grayscale, stack, episodic_life, max_frames, render_mode=None):
     height, width = size
     base = AtariEnv(
         game,
@@ -30,6 +30,7 @@ def reference_env(game, *, frameskip, size, grayscale, stack, episodic_life, max
         frameskip=1,
         repeat_action_probability=0.0,
         max_num_frames_per_episode=max_frames,
+        render_mode=render_mode,
     )
     pre = AtariPreprocessing(
         base,

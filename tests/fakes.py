@@ -100,15 +100,20 @@ class CountingEnv(gym.Env):
 class SlowEnv(gym.Env):
     """Steps take ``delay`` seconds times (1 + env-specific jitter), so workers finish in varying orders."""
 
-    def __init__(self, delay: float = 0.002, jitter: int = 0) -> None:
+    def __init__(self, delay: float = 0.002, jitter: int = 0, reset_delay: float = 0.0) -> None:
         self.observation_space = spaces.Box(-1e9, 1e9, (2,), np.float64)
         self.action_space = spaces.Discrete(5)
-        self.delay, self.jitter, self.t = delay, jitter, 0
+        self.delay, self.jitter, self.reset_delay, self.t = delay, jitter, reset_delay, 0
 
     def reset(self, *, seed=None, options=None):
         super().reset(seed=seed)
+        time.sleep(self.reset_delay)
         self.t = 0
         return np.array([0.0, float(self.np_random.integers(100))]), {}
+
+    def nap(self, seconds: float) -> int:
+        time.sleep(seconds)
+        return self.t
 
     def step(self, action):
         self.t += 1
@@ -137,3 +142,142 @@ class FaultyEnv(gym.Env):
             if self.how == "kill":
                 os.kill(os.getpid(), signal.SIGKILL)
         return np.zeros(2, np.float32), 0.0, False, False, {}
+
+
+class Words(gym.Space):
+    """A custom space (like MiniGrid's MissionSpace): sentences of a few words; no fixed size, not a Gymnasium type."""
+
+    WORDS = ("go", "to", "the", "red", "blue", "ball", "key", "door")
+
+    def __init__(self, seed=None):
+        super().__init__(None, None, seed)
+
+    def sample(self, mask=None, probability=None):
+        count = int(self.np_random.integers(1, 5))
+        return " ".join(self.WORDS[int(i)] for i in self.np_random.integers(0, len(self.WORDS), count))
+
+    def contains(self, x):
+        return isinstance(x, str) and all(w in self.WORDS for w in x.split())
+
+    def __eq__(self, other):
+        return isinstance(other, Words)
+
+
+LOOSE_SPACES = {
+    "text": spaces.Text(8),
+    "graph": spaces.Graph(node_space=spaces.Box(-1, 1, (3,), np.float32), edge_space=spaces.Discrete(4)),
+    "sequence": spaces.Sequence(spaces.Box(0, 1, (2,), np.float32)),
+    "sequence_stacked": spaces.Sequence(spaces.Discrete(5), stack=True),
+    "oneof": spaces.OneOf((spaces.Discrete(3), spaces.Box(0, 1, (2,), np.float32))),
+    "custom": Words(),
+    "dict_text_box": spaces.Dict(
+        {"mission": spaces.Text(10), "image": spaces.Box(0, 255, (3, 3), np.uint8), "dir": spaces.Discrete(4)}
+    ),
+    "tuple_graph": spaces.Tuple(
+        (spaces.Graph(node_space=spaces.Discrete(3), edge_space=None), spaces.Box(-2, 2, (2,), np.float32))
+    ),
+}
+
+
+class LooseSpaceEnv(gym.Env):
+    """Like :class:`SpaceEnv` over :data:`LOOSE_SPACES` (spaces without a fixed size): seeded random observations,
+    a reward that depends on the action's text, random episode ends."""
+
+    def __init__(self, obs: str = "text", act: str = "text", max_steps: int = 9, end_p: float = 0.15) -> None:
+        self.observation_space = copy.deepcopy(LOOSE_SPACES[obs] if obs in LOOSE_SPACES else SPACES[obs])
+        self.action_space = copy.deepcopy(LOOSE_SPACES[act] if act in LOOSE_SPACES else SPACES[act])
+        self.max_steps, self.end_p, self.t = max_steps, end_p, 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.observation_space.seed(int(self.np_random.integers(2**31)))
+        self.t = 0
+        return self.observation_space.sample(), {"start": True}
+
+    def step(self, action):
+        assert self.action_space.contains(action), (action, self.action_space)
+        self.t += 1
+        reward = float(len(repr(action)) % 7) + self.t * 0.25
+        terminated = bool(self.np_random.random() < self.end_p)
+        info = {"t": self.t} if self.t % 2 else {}
+        return self.observation_space.sample(), reward, terminated, self.t >= self.max_steps, info
+
+    def big(self, megabytes: float) -> np.ndarray:
+        """A large call result (the pipe holds ~64 KB)."""
+        return np.full(int(megabytes * 2**20), self.t % 251, np.uint8)
+
+
+class BigInfoEnv(gym.Env):
+    """Every step's info carries ``megabytes`` of data (far more than a pipe holds); reset echoes its options' blob."""
+
+    def __init__(self, megabytes: float = 1.0) -> None:
+        self.observation_space = spaces.Box(-1e9, 1e9, (2,), np.float64)
+        self.action_space = spaces.Discrete(3)
+        self.size, self.t = int(megabytes * 2**20) // 8, 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        blob = (options or {}).get("blob")
+        return np.zeros(2), ({} if blob is None else {"echo": float(blob.sum())})
+
+    def step(self, action):
+        self.t += 1
+        return np.array([float(self.t), float(action)]), 1.0, False, False, {"blob": np.full(self.size, float(self.t))}
+
+
+class BadDataEnv(gym.Env):
+    """Returns ``kind`` of bad data from ``step`` number ``at`` (0: from ``reset``) of episode ``episode`` (episodes
+    are truncated after ``length`` steps), good data otherwise."""
+
+    def __init__(self, kind: str = "obs_shape", at: int = 2, episode: int = 0, length: int = 1000) -> None:
+        self.kind, self.at, self.episode, self.length, self.t, self.resets = kind, at, episode, length, 0, 0
+        self.observation_space = spaces.Box(0, 255, (4,), np.uint8 if "uint8" in kind else np.float32)
+        if kind.startswith("dict"):
+            self.observation_space = spaces.Dict(
+                {"pos": spaces.Box(-1, 1, (2,), np.float32), "id": spaces.Discrete(3)}
+            )
+        self.action_space = spaces.Discrete(2)
+
+    def _good(self):
+        return self.observation_space.sample()
+
+    def _results(self):
+        obs, reward, terminated, truncated, info = self._good(), 1.0, False, self.t >= self.length, {}
+        if self.t != self.at or self.resets - 1 != self.episode:
+            return obs, reward, terminated, truncated, info
+        kind = self.kind
+        if kind == "obs_shape":
+            obs = np.zeros(1, np.float32)
+        elif kind == "obs_scalar":
+            obs = 0.5
+        elif kind == "obs_none":
+            obs = None
+        elif kind == "obs_float_for_uint8":
+            obs = np.full(4, 0.5)
+        elif kind == "reward_none":
+            reward = None
+        elif kind == "reward_array":
+            reward = np.ones(2)
+        elif kind == "terminated_none":
+            terminated = None
+        elif kind == "info_list":
+            info = []
+        elif kind == "info_unpicklable":
+            info = {"lock": __import__("threading").Lock()}
+        elif kind == "dict_missing_key":
+            obs = {"pos": obs["pos"]}
+        elif kind == "dict_leaf_shape":
+            obs = {"pos": np.zeros(3, np.float32), "id": 1}
+        return obs, reward, terminated, truncated, info
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.observation_space.seed(seed)
+        self.t = 0
+        self.resets += 1
+        return self._results()[0], {}
+
+    def step(self, action):
+        self.t += 1
+        return self._results()

@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import psutil
@@ -247,3 +248,29 @@ def test_interleaved_runs_every_measurement_each_round_in_turn_and_keeps_its_bes
     runs = {name: (lambda name=name: calls.append(name) or next(rates[name])) for name in rates}
     assert interleaved(runs, 3) == {"a": 5.0, "b": 7.0}
     assert calls == ["a", "b"] * 3  # round by round, not all of a's rounds first
+
+
+@pytest.mark.parametrize("command", [["bench", "--roms", "1", "--seconds", "0.1"], ["sweep", "--games", "pong"]])
+@pytest.mark.parametrize("where", ["a file", "a folder under a file", "no permission"])
+def test_an_out_that_cannot_be_written_fails_at_once_in_one_line(capsys, tmp_path, command, where):
+    blocker = tmp_path / "taken"
+    blocker.write_text("not a folder")
+    out = {"a file": blocker, "a folder under a file": blocker / "results"}.get(where)
+    if out is None:  # /sys refuses new folders even to root, whom file permissions do not stop
+        if not Path("/sys").is_dir():
+            pytest.skip("no /sys here: no folder that nobody may write")
+        out = Path("/sys/shoal-results")
+    start = time.monotonic()
+    code, _, err = run(capsys, *command, "--out", str(out))
+    assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert f"--out='{out}'" in err and ("is a file, not a folder" in err or "cannot be written" in err)
+    assert time.monotonic() - start < 5, "the output folder must be checked before any measuring"
+
+
+def test_version(capsys):
+    from shoal import __version__
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out.strip() == f"shoal {__version__}"

@@ -67,7 +67,9 @@ def test_uniform_leaves_flatten_to_their_dtype():
 
 def test_unflattenable_spaces_are_named():
     assert not is_flattenable(spaces.Text(5))
-    with pytest.raises(ConfigError, match=r"Text has no fixed size"):
-        Layout(spaces.Dict({"ok": spaces.Discrete(2), "bad": spaces.Text(5)}))
+    layout = Layout(spaces.Dict({"ok": spaces.Discrete(2), "bad": spaces.Tuple((spaces.Text(5), spaces.Discrete(3)))}))
+    assert layout.loose_paths == [("bad", 0)] and layout.dtype.names == ("bad", "ok")
+    with pytest.raises(ConfigError, match=r"Text at \['bad'\]\[0\] has no fixed size, so it cannot be flattened"):
+        layout.check_flattenable()
     with pytest.raises(ConfigError, match=r"expected a flat batch of shape \(n, 4\)"):
         Layout(spaces.Box(0, 1, (4,), np.float32)).unflatten(np.zeros((2, 3), np.float32))

@@ -7,11 +7,13 @@
 >>> envs.close()
 """
 
-from shoal import errors
+from shoal import errors, video
 from shoal.atari import AtariVectorEnv
 from shoal.make import make
 from shoal.spaces import Layout
 from shoal.vector import AsyncVectorEnv, SyncVectorEnv, VectorEnv
 
 __version__ = "0.1.0"
-__all__ = ["AsyncVectorEnv", "AtariVectorEnv", "Layout", "SyncVectorEnv", "VectorEnv", "errors", "make", "__version__"]
+__all__ = [
+    "AsyncVectorEnv", "AtariVectorEnv", "Layout", "SyncVectorEnv", "VectorEnv", "errors", "make", "video", "__version__"
+]

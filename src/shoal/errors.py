@@ -7,8 +7,12 @@ Gymnasium raised::
 
     ShoalError
     ├── ConfigError            (ValueError)     bad constructor arguments
+    │   ├── SpaceMismatchError (RuntimeError)   sub-envs whose spaces differ (Gymnasium raises RuntimeError)
+    │   └── UnpicklableError   (TypeError)      an argument that must cross to a worker cannot be pickled
     ├── ActionError            (ValueError)     actions of the wrong shape, dtype or range
+    │   └── ActionTypeError    (TypeError)      actions of the wrong kind (a scalar for a batch)
     ├── ResetArgumentError     (ValueError)     bad seeds or reset_mask
+    │   └── ResetArgumentTypeError (TypeError)  a reset_mask that is not boolean
     ├── UnknownGameError       (LookupError)    a ROM id ale-py does not ship
     ├── MissingDependencyError (ImportError)    an optional extra is not installed
     ├── StateError             (RuntimeError)   a call at the wrong moment
@@ -17,11 +21,21 @@ Gymnasium raised::
     │   ├── NotResetError                       step before the first reset
     │   ├── ResetNeededError                    stepping a finished env with autoreset disabled
     │   └── ClosedError                         any call after close()
+    ├── WaitTimeoutError       (multiprocessing.TimeoutError, TimeoutError)  a *_wait(timeout=...) ran out
     └── EnvError               (RuntimeError)   a sub-environment raised; carries env_id and the traceback
+        ├── (the env's own type)                 EnvError.of(ValueError) also is a ValueError, and so on
+        ├── EnvOutputError     (ValueError)     an env returned data that disagrees with its spaces
         └── WorkerDiedError                     a worker process died (signal, os._exit, OOM kill)
+
+An exception a sub-environment raises reaches the caller as an :class:`EnvError` that is *also* an instance of the
+exception's own class (``EnvError.of(type(exc))``), so ``except ValueError`` written against Gymnasium, which
+re-raises the env's exception type, still catches it, while ``env_id`` and the remote traceback stay available.
 """
 
 from __future__ import annotations
+
+import functools
+import multiprocessing
 
 from gymnasium import error as gym_error
 
@@ -34,12 +48,29 @@ class ConfigError(ShoalError, ValueError):
     """A constructor argument is invalid or cannot be honoured."""
 
 
+class SpaceMismatchError(ConfigError, RuntimeError):
+    """The sub-environments of one vector env have spaces that differ."""
+
+
+class UnpicklableError(ConfigError, TypeError):
+    """Something that must be sent to a worker process (an env factory, call arguments, reset options) cannot be
+    pickled."""
+
+
 class ActionError(ShoalError, ValueError):
     """Actions passed to ``step``/``send`` do not match the action space."""
 
 
+class ActionTypeError(ActionError, TypeError):
+    """Actions of the wrong kind: a scalar where a batch is expected, a string where a tuple of actions is."""
+
+
 class ResetArgumentError(ShoalError, ValueError):
     """Seeds or ``reset_mask`` passed to ``reset`` are invalid."""
+
+
+class ResetArgumentTypeError(ResetArgumentError, TypeError):
+    """A ``reset_mask`` of the wrong dtype."""
 
 
 class UnknownGameError(ShoalError, LookupError):
@@ -82,10 +113,18 @@ class ClosedError(StateError, gym_error.ClosedEnvironmentError):
     """Any call on a vector env after ``close()``."""
 
 
+class WaitTimeoutError(ShoalError, multiprocessing.TimeoutError, TimeoutError):
+    """``reset_wait``/``step_wait``/``call_wait`` with a ``timeout`` that ran out before the envs answered.
+
+    The work goes on: wait again to collect it, or ``close()`` the vector env.
+    """
+
+
 class EnvError(ShoalError, RuntimeError):
     """A sub-environment raised. ``env_id`` names it; ``remote_traceback`` is the traceback where it ran.
 
-    The original exception, when it could be carried across the process boundary, is the ``__cause__``.
+    The original exception, when it could be carried across the process boundary, is the ``__cause__``; the error
+    raised is also an instance of its class (see :meth:`of`).
     """
 
     def __init__(self, message: str, env_id: int | None = None, remote_traceback: str = "") -> None:
@@ -93,11 +132,47 @@ class EnvError(ShoalError, RuntimeError):
         self.env_id = env_id
         self.remote_traceback = remote_traceback
 
+    @staticmethod
+    def of(kind: type[BaseException]) -> type[EnvError]:
+        """The :class:`EnvError` class that is also a ``kind`` (``EnvError`` itself where Python cannot combine
+        the two, as with ``OSError``'s own layout, or for non-``Exception`` kinds)."""
+        return _env_error_class(kind)
+
     def __reduce__(self):  # keep env_id, the traceback and the cause across processes (pickle drops __cause__)
+        kind = getattr(type(self), "kind", None)
+        if kind is not None:
+            args = (kind, self.args[0], self.env_id, self.remote_traceback)
+            return (_rebuild_env_error, args, {"cause": self.__cause__})
         return (type(self), (self.args[0], self.env_id, self.remote_traceback), {"cause": self.__cause__})
 
     def __setstate__(self, state: dict) -> None:
         self.__cause__ = state["cause"]
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+@functools.lru_cache(maxsize=None)
+def _env_error_class(kind: type[BaseException]) -> type[EnvError]:
+    if issubclass(kind, EnvError) or not issubclass(kind, Exception) or issubclass(kind, ShoalError):
+        return EnvError
+    try:
+        cls = type(f"EnvError[{kind.__name__}]", (EnvError, kind), {"kind": kind, "__module__": __name__})
+    except TypeError:  # an instance layout Python cannot combine with EnvError's (OSError, ...)
+        return EnvError
+    # the kind's own __init__/__str__ may expect other arguments; EnvError's are the ones used
+    cls.__init__ = EnvError.__init__  # type: ignore[method-assign]
+    cls.__str__ = EnvError.__str__  # type: ignore[method-assign]
+    return cls
+
+
+def _rebuild_env_error(kind: type[BaseException], message: str, env_id: int | None, remote_traceback: str) -> EnvError:
+    return _env_error_class(kind)(message, env_id, remote_traceback)
+
+
+class EnvOutputError(EnvError, ValueError):
+    """An env returned an observation, reward or flag that disagrees with its spaces (wrong shape, a dtype that
+    would lose values, ``None``): raised instead of writing it into the batch."""
 
 
 class WorkerDiedError(EnvError):

@@ -6,13 +6,13 @@ import functools
 from typing import Any, Callable, Sequence
 
 import gymnasium
-from gymnasium import Env
+from gymnasium import Env, Space
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_differing_spaces
 
 from shoal.errors import ConfigError
 from shoal.vector.base import Backend, VectorEnv
-from shoal.vector.gym_engine import GymEngineFactory
+from shoal.vector.gym_engine import GymEngineFactory, refuse_foreign
 
 EnvLike = str | Callable[[], Env] | Sequence[Callable[[], Env]]
 
@@ -35,6 +35,13 @@ def env_fns_of(env: EnvLike, num_envs: int | None, env_kwargs: dict[str, Any]) -
         if num_envs is not None and num_envs != len(env):
             raise ConfigError(f"num_envs={num_envs} but {len(env)} env constructors were given")
         return list(env)
+    if not isinstance(env, (list, tuple)):
+        refuse_foreign(env)  # a PettingZoo or old gym env says what it is
+    if isinstance(env, Env):
+        raise ConfigError(
+            f"env is a {type(env).__name__} instance; shoal makes one env per index, so pass a callable that makes "
+            f"it (e.g. functools.partial of its class, or a lambda) or a Gymnasium id"
+        )
     raise ConfigError(
         f"env must be a Gymnasium id, a callable returning a gymnasium.Env, or a non-empty list of such callables; "
         f"got {type(env).__name__}"
@@ -55,7 +62,7 @@ def make(
     context: str | None = None,
     daemon: bool = True,
     inline: bool | None = None,
-    observation_mode: str = "same",
+    observation_mode: str | tuple[Space, Space] = "same",
     address: str | None = None,
     **env_kwargs: Any,
 ) -> VectorEnv:
@@ -80,7 +87,8 @@ def make(
         context: multiprocessing start method: ``"fork"``, ``"spawn"``, ``"forkserver"`` or the platform default.
         daemon: start workers as daemon processes.
         inline: the calling process steps one group itself (default: on in synchronous multiprocessing).
-        observation_mode: ``"same"`` or ``"different"`` (spaces that differ only in bounds), as in Gymnasium.
+        observation_mode: ``"same"``, ``"different"`` (spaces that differ only in bounds) or a tuple
+            ``(batched space, single space)``, as in Gymnasium.
         address: the Ray cluster to join with ``backend="ray"`` (default: ``RAY_ADDRESS``, an initialized Ray, or
             a local Ray with this machine's cores, shut down when the last env using it closes).
 
@@ -92,32 +100,9 @@ def make(
         (8, 4)
         >>> envs.close()
     """
-    env_fns = env_fns_of(env, num_envs, env_kwargs)
-    if observation_mode not in ("same", "different"):
-        raise ConfigError(f"observation_mode must be 'same' or 'different', got {observation_mode!r}")
-    probe = env_fns[0]()
-    try:
-        single_obs, single_act = probe.observation_space, probe.action_space
-        metadata, render_mode = dict(probe.metadata), probe.render_mode
-    finally:
-        probe.close()
-    observation_space = None
-    if observation_mode == "different":
-        if batch_size not in (None, len(env_fns)):
-            raise ConfigError("observation_mode='different' needs batch_size == num_envs")
-        probes = [fn() for fn in env_fns]
-        observation_space = batch_differing_spaces([p.observation_space for p in probes])
-        for p in probes:
-            p.close()
-    factory = GymEngineFactory(env_fns, single_obs, single_act, observation_mode)
-    return VectorEnv(
-        factory,
-        num_envs=len(env_fns),
-        single_observation_space=single_obs,
-        single_action_space=single_act,
-        observation_space=observation_space,
-        metadata=metadata,
-        render_mode=render_mode,
+    return build(
+        env_fns_of(env, num_envs, env_kwargs),
+        "shoal.make",
         backend=backend,
         num_workers=num_workers,
         batch_size=batch_size,
@@ -128,5 +113,66 @@ def make(
         context=context,
         daemon=daemon,
         inline=inline,
+        observation_mode=observation_mode,
         address=address,
     )
+
+
+def build(
+    env_fns: list[Callable[[], Env]],
+    caller: str,
+    *,
+    observation_mode: str | tuple[Space, Space] = "same",
+    batch_size: int | None = None,
+    **options: Any,
+) -> VectorEnv:
+    """The vector env of :func:`make` over ``env_fns``; ``caller`` names the class or function the user called
+    (errors about the sub-envs name it, as Gymnasium's do)."""
+    single_obs, single_act, metadata, render_mode = _probe(env_fns[0])
+    observation_space = None
+    if isinstance(observation_mode, tuple):
+        if len(observation_mode) != 2 or not all(isinstance(s, Space) for s in observation_mode):
+            raise ConfigError(
+                f"observation_mode as a tuple must be (batched observation space, single observation space), got "
+                f"{observation_mode!r}"
+            )
+        observation_space, single_obs = observation_mode
+        observation_mode = "custom"
+    elif observation_mode == "different":
+        probes = [fn() for fn in env_fns]
+        try:
+            observation_space = batch_differing_spaces([p.observation_space for p in probes])
+        finally:
+            for p in probes:
+                p.close()
+    elif observation_mode != "same":
+        raise ConfigError(
+            f"Invalid `observation_mode`, expected: 'same' or 'different' or tuple of single and batch observation "
+            f"space, actual got {observation_mode}"
+        )
+    if observation_space is not None and batch_size not in (None, len(env_fns)):
+        raise ConfigError(f"observation_mode={observation_mode!r} needs batch_size == num_envs")
+    factory = GymEngineFactory(env_fns, single_obs, single_act, observation_mode, caller)
+    return VectorEnv(
+        factory,
+        num_envs=len(env_fns),
+        single_observation_space=single_obs,
+        single_action_space=single_act,
+        observation_space=observation_space,
+        metadata=metadata,
+        render_mode=render_mode,
+        batch_size=batch_size,
+        **options,
+    )
+
+
+def _probe(env_fn: Callable[[], Env]) -> tuple[Space, Space, dict, str | None]:
+    """Env 0's spaces, metadata and render mode, from an instance made here and closed."""
+    probe = env_fn()
+    try:
+        refuse_foreign(probe)
+        return probe.observation_space, probe.action_space, dict(probe.metadata), probe.render_mode
+    finally:
+        close = getattr(probe, "close", None)
+        if callable(close):
+            close()

@@ -11,6 +11,11 @@ writes its observation into its own record, and the batch is read back either
 
 This is PufferLib's "emulation" with numpy structured dtypes doing the bookkeeping.
 
+Spaces without a fixed size (Text, Graph, Sequence, OneOf, any custom ``Space`` subclass) are *loose* leaves: they
+have no field in the record, and their values travel as Python objects beside it (``Layout.loose`` lists where they
+are). A Dict of a Box and a Text keeps the Box in the record and carries only the strings; a batch of a loose leaf
+reads as a tuple of values, which is Gymnasium's batched form of those spaces (``batch_space`` gives a ``Tuple``).
+
 Example:
     >>> from gymnasium import spaces
     >>> space = spaces.Dict({"pos": spaces.Box(-1, 1, (2,)), "id": spaces.Discrete(3)})
@@ -25,8 +30,9 @@ Example:
 
 from __future__ import annotations
 
+import copy as copying
 from functools import singledispatch
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 from gymnasium import spaces
@@ -35,53 +41,77 @@ from shoal.errors import ConfigError
 
 __all__ = ["Layout", "record_dtype", "is_flattenable"]
 
+Path = tuple
+"""Where a leaf sits in a value: ``value[path[0]][path[1]]...`` (Dict keys and Tuple indices)."""
+
+FIXED_LEAVES = (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)
+"""The leaf spaces with a fixed-size record."""
+
 
 @singledispatch
+def _split(space: spaces.Space, path: Path) -> tuple[np.dtype | None, list[tuple[Path, spaces.Space]]]:
+    """The record dtype of ``space``'s fixed-size part (None: nothing of it is fixed) and its loose leaves."""
+    return None, [(path, space)]
+
+
+@_split.register
+def _(space: spaces.Box, path: Path) -> tuple[np.dtype | None, list]:
+    return np.dtype((space.dtype, space.shape)), []
+
+
+@_split.register
+def _(space: spaces.Discrete, path: Path) -> tuple[np.dtype | None, list]:
+    return np.dtype(space.dtype), []
+
+
+@_split.register
+def _(space: spaces.MultiDiscrete, path: Path) -> tuple[np.dtype | None, list]:
+    return np.dtype((space.dtype, space.shape)), []
+
+
+@_split.register
+def _(space: spaces.MultiBinary, path: Path) -> tuple[np.dtype | None, list]:
+    return np.dtype((space.dtype, space.shape)), []
+
+
+def _split_fields(items: Sequence[tuple[Any, str, spaces.Space]], path: Path) -> tuple[np.dtype, list]:
+    """A container's fields (``(key in the value, field name, subspace)``): every sub-container keeps a field,
+    empty if all its leaves are loose, so the record's shape follows the space's."""
+    fields, loose = [], []
+    for key, name, sub in items:
+        dtype, sub_loose = _split(sub, path + (key,))
+        loose += sub_loose
+        if dtype is not None:
+            fields.append((name, dtype))
+    return np.dtype(fields), loose
+
+
+@_split.register
+def _(space: spaces.Dict, path: Path) -> tuple[np.dtype | None, list]:
+    return _split_fields([(key, key, sub) for key, sub in space.spaces.items()], path)
+
+
+@_split.register
+def _(space: spaces.Tuple, path: Path) -> tuple[np.dtype | None, list]:
+    return _split_fields([(i, f"f{i}", sub) for i, sub in enumerate(space.spaces)], path)
+
+
 def record_dtype(space: spaces.Space) -> np.dtype:
-    """The numpy dtype of one value of ``space`` stored as a fixed-size record."""
-    raise ConfigError(
-        f"{type(space).__name__} has no fixed size, so it cannot live in a shared-memory record; "
-        f"expected Box, Discrete, MultiDiscrete, MultiBinary or Dict/Tuple of those, got {space}"
-    )
-
-
-@record_dtype.register
-def _(space: spaces.Box) -> np.dtype:
-    return np.dtype((space.dtype, space.shape))
-
-
-@record_dtype.register
-def _(space: spaces.Discrete) -> np.dtype:
-    return np.dtype(space.dtype)
-
-
-@record_dtype.register
-def _(space: spaces.MultiDiscrete) -> np.dtype:
-    return np.dtype((space.dtype, space.shape))
-
-
-@record_dtype.register
-def _(space: spaces.MultiBinary) -> np.dtype:
-    return np.dtype((space.dtype, space.shape))
-
-
-@record_dtype.register
-def _(space: spaces.Dict) -> np.dtype:
-    return np.dtype([(key, record_dtype(sub)) for key, sub in space.spaces.items()])
-
-
-@record_dtype.register
-def _(space: spaces.Tuple) -> np.dtype:
-    return np.dtype([(f"f{i}", record_dtype(sub)) for i, sub in enumerate(space.spaces)])
+    """The numpy dtype of one value of ``space`` stored as a fixed-size record (every leaf fixed-size)."""
+    dtype, loose = _split(space, ())
+    if loose:
+        path, leaf = loose[0]
+        where = "".join(f"[{key!r}]" for key in path) or "the space itself"
+        raise ConfigError(
+            f"{type(leaf).__name__} at {where} has no fixed size, so it cannot be flattened into a record; expected "
+            f"Box, Discrete, MultiDiscrete, MultiBinary or Dict/Tuple of those, got {leaf}"
+        )
+    return dtype
 
 
 def is_flattenable(space: spaces.Space) -> bool:
-    """Whether ``space`` has a fixed-size record (and so can live in shared memory)."""
-    try:
-        record_dtype(space)
-    except ConfigError:
-        return False
-    return True
+    """Whether every leaf of ``space`` has a fixed size (so a value is one record, and can be flattened)."""
+    return not _split(space, ())[1]
 
 
 def _leaf_dtypes(dtype: np.dtype) -> list[np.dtype]:
@@ -90,54 +120,68 @@ def _leaf_dtypes(dtype: np.dtype) -> list[np.dtype]:
     return [leaf for name in dtype.names for leaf in _leaf_dtypes(dtype.fields[name][0])]
 
 
+def _field(batch: np.ndarray | None, name: str) -> np.ndarray | None:
+    return batch[name] if batch is not None and name in (batch.dtype.names or ()) else None
+
+
 @singledispatch
-def _read(space: spaces.Space, batch: np.ndarray, copy: bool) -> Any:
+def _read(space: spaces.Space, batch: np.ndarray | None, copy: bool, path: Path, loose: dict) -> Any:
+    if path in loose:
+        return copying.deepcopy(loose[path]) if copy else loose[path]
     return batch.copy() if copy else batch
 
 
 @_read.register
-def _(space: spaces.Dict, batch: np.ndarray, copy: bool) -> Any:
-    return {key: _read(sub, batch[key], copy) for key, sub in space.spaces.items()}
+def _(space: spaces.Dict, batch: np.ndarray | None, copy: bool, path: Path, loose: dict) -> Any:
+    return {key: _read(sub, _field(batch, key), copy, path + (key,), loose) for key, sub in space.spaces.items()}
 
 
 @_read.register
-def _(space: spaces.Tuple, batch: np.ndarray, copy: bool) -> Any:
-    return tuple(_read(sub, batch[f"f{i}"], copy) for i, sub in enumerate(space.spaces))
+def _(space: spaces.Tuple, batch: np.ndarray | None, copy: bool, path: Path, loose: dict) -> Any:
+    return tuple(_read(sub, _field(batch, f"f{i}"), copy, path + (i,), loose) for i, sub in enumerate(space.spaces))
 
 
 @singledispatch
-def _item(space: spaces.Space, batch: np.ndarray, index: int) -> Any:
-    return batch[index]
+def _item(space: spaces.Space, batch: np.ndarray | None, index: int, path: Path, loose: dict) -> Any:
+    return loose[path] if path in loose else batch[index]
 
 
 @_item.register
-def _(space: spaces.Dict, batch: np.ndarray, index: int) -> Any:
-    return {key: _item(sub, batch[key], index) for key, sub in space.spaces.items()}
+def _(space: spaces.Dict, batch: np.ndarray | None, index: int, path: Path, loose: dict) -> Any:
+    return {key: _item(sub, _field(batch, key), index, path + (key,), loose) for key, sub in space.spaces.items()}
 
 
 @_item.register
-def _(space: spaces.Tuple, batch: np.ndarray, index: int) -> Any:
-    return tuple(_item(sub, batch[f"f{i}"], index) for i, sub in enumerate(space.spaces))
+def _(space: spaces.Tuple, batch: np.ndarray | None, index: int, path: Path, loose: dict) -> Any:
+    return tuple(_item(sub, _field(batch, f"f{i}"), index, path + (i,), loose) for i, sub in enumerate(space.spaces))
 
 
 @singledispatch
-def _leaf_views(space: spaces.Space, batch: np.ndarray, path: tuple) -> list[tuple[tuple, np.ndarray]]:
-    """``(path, view)`` for every leaf: ``value[path[0]][path[1]]...`` is stored in ``view``."""
-    return [(path, batch)]
+def _leaf_views(space: spaces.Space, batch: np.ndarray | None, path: Path) -> list[tuple[Path, np.ndarray]]:
+    """``(path, view)`` for every fixed-size leaf: ``value[path[0]][path[1]]...`` is stored in ``view``."""
+    return [] if batch is None or not isinstance(space, FIXED_LEAVES) else [(path, batch)]
 
 
 @_leaf_views.register
-def _(space: spaces.Dict, batch: np.ndarray, path: tuple) -> list[tuple[tuple, np.ndarray]]:
-    return [leaf for k, sub in space.spaces.items() for leaf in _leaf_views(sub, batch[k], path + (k,))]
+def _(space: spaces.Dict, batch: np.ndarray | None, path: Path) -> list[tuple[Path, np.ndarray]]:
+    return [leaf for k, sub in space.spaces.items() for leaf in _leaf_views(sub, _field(batch, k), path + (k,))]
 
 
 @_leaf_views.register
-def _(space: spaces.Tuple, batch: np.ndarray, path: tuple) -> list[tuple[tuple, np.ndarray]]:
-    return [leaf for i, sub in enumerate(space.spaces) for leaf in _leaf_views(sub, batch[f"f{i}"], path + (i,))]
+def _(space: spaces.Tuple, batch: np.ndarray | None, path: Path) -> list[tuple[Path, np.ndarray]]:
+    return [
+        leaf for i, sub in enumerate(space.spaces) for leaf in _leaf_views(sub, _field(batch, f"f{i}"), path + (i,))
+    ]
 
 
-def _write_leaves(leaves: list[tuple[tuple, np.ndarray]], index: Any, value: Any) -> None:
-    for path, view in leaves:
+def _at(value: Any, path: Path) -> Any:
+    for key in path:
+        value = value[key]
+    return value
+
+
+def _write_leaves(leaves: list[tuple[Path, np.ndarray]], index: Any, value: Any) -> None:
+    for path, view in leaves:  # per env per step: the path walked inline (a call per leaf costs ~10%)
         leaf = value
         for key in path:
             leaf = leaf[key]
@@ -145,18 +189,19 @@ def _write_leaves(leaves: list[tuple[tuple, np.ndarray]], index: Any, value: Any
 
 
 class Layout:
-    """How values of one space are stored as records, one record per env.
+    """How values of one space are stored as records, one record per env, and which leaves travel beside them.
 
     Args:
-        space: a fixed-size Gymnasium space (see the module docstring).
-
-    Raises:
-        ConfigError: the space has no fixed size (Text, Graph, Sequence, custom spaces).
+        space: any Gymnasium space (see the module docstring for what lives in the record and what is loose).
     """
 
     def __init__(self, space: spaces.Space) -> None:
         self.space = space
-        self.dtype = record_dtype(space)
+        dtype, loose = _split(space, ())
+        self.loose: list[tuple[Path, spaces.Space]] = loose
+        """The leaves without a fixed size: ``(path, space)``, in the space's order."""
+        self.loose_paths = [path for path, _ in loose]
+        self.dtype = np.dtype([]) if dtype is None else dtype
         self.structured = self.dtype.fields is not None
         # A plain leaf is stored as an (n, *shape) array of its dtype; a container as an (n,) structured array.
         if self.structured:
@@ -166,7 +211,7 @@ class Layout:
         else:
             self.item_dtype, self.item_shape = self.dtype, ()
         leaves = _leaf_dtypes(self.dtype)
-        uniform = all(leaf == leaves[0] for leaf in leaves)
+        uniform = bool(leaves) and all(leaf == leaves[0] for leaf in leaves)
         # Records are packed (no padding), so a record of equal leaves is a flat run of that dtype.
         self.flat_dtype = leaves[0] if uniform else np.dtype(np.uint8)
         self.flat_size = self.dtype.itemsize // self.flat_dtype.itemsize
@@ -184,25 +229,37 @@ class Layout:
         """A batch of ``n`` records over ``buffer`` (anything exposing the buffer protocol), without a copy."""
         return np.ndarray((n, *self.item_shape), self.item_dtype, buffer=buffer, offset=offset)
 
-    def read(self, batch: np.ndarray, copy: bool = False) -> Any:
-        """The batch in Gymnasium's batched shape: views into ``batch``, or contiguous copies of each leaf."""
+    def read(self, batch: np.ndarray, copy: bool = False, loose: Sequence[tuple] | None = None) -> Any:
+        """The batch in Gymnasium's batched shape: views into ``batch``, or contiguous copies of each leaf.
+
+        ``loose``: the batch's values of each loose leaf (a tuple of one value per row, in :attr:`loose` order).
+        """
         if not self.structured:
             return batch.copy() if copy else batch
-        return _read(self.space, batch, copy)
+        return _read(self.space, batch, copy, (), dict(zip(self.loose_paths, loose or ())))
 
-    def item(self, batch: np.ndarray, index: int) -> Any:
-        """The single value at row ``index``, Gymnasium-shaped (views into ``batch``)."""
-        return _item(self.space, batch, index)
+    def item(self, batch: np.ndarray, index: int, loose: Sequence[Any] | None = None) -> Any:
+        """The single value at row ``index``, Gymnasium-shaped (views into ``batch``); ``loose``: its loose leaves'
+        values (in :attr:`loose` order)."""
+        if not self.structured:
+            return batch[index]
+        return _item(self.space, batch, index, (), dict(zip(self.loose_paths, loose or ())))
 
     def write(self, batch: np.ndarray, index: Any, value: Any) -> None:
-        """Store ``value`` (one value, or a batch when ``index`` selects several rows) at ``batch[index]``."""
+        """Store ``value`` (one value, or a batch when ``index`` selects several rows) at ``batch[index]`` (its loose
+        leaves, if any, are not stored: :meth:`loose_values` reads them)."""
         if self.structured:
             _write_leaves(_leaf_views(self.space, batch, ()), index, value)
         else:
             batch[index] = value
 
-    def row_writer(self, batch: np.ndarray) -> Callable[[int, Any], None]:
-        """A fast ``write(row, value)`` for one value at a time into ``batch``, with every leaf's view made once.
+    def loose_values(self, value: Any) -> tuple:
+        """The values of ``value``'s loose leaves, in :attr:`loose` order."""
+        return tuple(_at(value, path) for path in self.loose_paths)
+
+    def row_writer(self, batch: np.ndarray, sink: dict[int, tuple] | None = None) -> Callable[[int, Any], None]:
+        """A fast ``write(row, value)`` for one value at a time into ``batch``, with every leaf's view made once;
+        the loose leaves' values go to ``sink[row]`` (required when the space has loose leaves).
 
         What an engine calls per env per step: no dispatch and no field views built per call.
         """
@@ -213,11 +270,25 @@ class Layout:
 
             return write_plain
         leaves = _leaf_views(self.space, batch, ())
+        if self.loose:
+            if sink is None:
+                raise ValueError("a space with loose leaves needs a sink for their values")
+            paths = self.loose_paths
+
+            def write_with_loose(row: int, value: Any) -> None:
+                _write_leaves(leaves, row, value)
+                sink[row] = tuple(_at(value, path) for path in paths)
+
+            return write_with_loose
 
         def write_structured(row: int, value: Any) -> None:
             _write_leaves(leaves, row, value)
 
         return write_structured
+
+    def check_flattenable(self) -> None:
+        """Raise :class:`ConfigError` naming the first leaf that cannot be flattened, if any."""
+        record_dtype(self.space)
 
     def flat(self, batch: np.ndarray) -> np.ndarray:
         """The batch as a 2-D ``(n, flat_size)`` array of ``flat_dtype``, a view when ``batch`` is contiguous."""
@@ -238,4 +309,4 @@ class Layout:
         return records.reshape(flat.shape[0], *self.item_shape)
 
     def __repr__(self) -> str:
-        return f"Layout({self.space}, nbytes={self.nbytes})"
+        return f"Layout({self.space}, nbytes={self.nbytes}, loose={len(self.loose)})"

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Literal, Sequence
 
 from shoal.atari.frames import SCREEN_HEIGHT, SCREEN_WIDTH
 from shoal.atari.roms import FULL_ACTIONS, check_game, game_info
 from shoal.errors import ConfigError
+
+ObsType = Literal["rgb", "grayscale", "ram"]
+OBS_TYPES = ("rgb", "grayscale", "ram")
+RAM_SIZE = 128
+"""Bytes of Atari 2600 RAM: the observation of ``obs_type="ram"`` (per stacked frame)."""
 
 
 @dataclass(frozen=True)
@@ -35,11 +40,15 @@ class AtariConfig:
     img_width: int = 84
     """Observation width."""
     grayscale: bool = True
-    """Gray observations ``(stack, h, w)``; else RGB ``(stack, h, w, 3)``."""
+    """Gray observations ``(stack, h, w)``; else RGB ``(stack, h, w, 3)`` (follows ``obs_type``)."""
+    obs_type: ObsType = "grayscale"
+    """``"grayscale"`` or ``"rgb"`` screens (max-pooled, resized, stacked), or ``"ram"``: the console's 128 bytes
+    of RAM at the end of each step, stacked ``(stack, 128)``, neither resized nor max-pooled."""
     stack_num: int = 4
     """How many frames an observation stacks, oldest first."""
-    frameskip: int = 4
-    """Emulator frames per step, each repeating the action."""
+    frameskip: int | tuple[int, int] = 4
+    """Emulator frames per step, each repeating the action; ``(low, high)``: a number in ``[low, high)`` drawn each
+    step from the env's own generator, as Gymnasium's ``AtariEnv`` does."""
     maxpool: bool = True
     """Observe the max of the last two frames of a step (Atari sprites flicker)."""
     noop_max: int = 30
@@ -69,7 +78,18 @@ class AtariConfig:
                 raise ConfigError(
                     f"env {env_id} ({game!r}): difficulty {difficulty!r} is not one of {list(info.difficulties)}"
                 )
-        _positive_int("frameskip", self.frameskip)
+        if not isinstance(self.frameskip, tuple):
+            _positive_int("frameskip", self.frameskip)
+        elif not (len(self.frameskip) == 2 and all(_is_int(v) for v in self.frameskip)
+                  and 1 <= self.frameskip[0] < self.frameskip[1]):
+            raise ConfigError(
+                f"frameskip as a tuple must be (low, high) with 1 <= low < high (each step repeats its action a "
+                f"number of frames drawn from [low, high)), got {self.frameskip!r}"
+            )
+        if self.obs_type not in OBS_TYPES:
+            raise ConfigError(f"obs_type must be one of {', '.join(map(repr, OBS_TYPES))}, got {self.obs_type!r}")
+        if self.obs_type != "ram" and self.grayscale != (self.obs_type == "grayscale"):
+            raise ConfigError(f"obs_type={self.obs_type!r} and grayscale={self.grayscale!r} disagree")
         _positive_int("stack_num", self.stack_num)
         _positive_int("img_height", self.img_height)
         _positive_int("img_width", self.img_width)
@@ -99,8 +119,26 @@ class AtariConfig:
 
     @property
     def obs_shape(self) -> tuple[int, ...]:
+        if self.obs_type == "ram":
+            return (self.stack_num, RAM_SIZE)
         shape = (self.stack_num, self.img_height, self.img_width)
         return shape if self.grayscale else (*shape, 3)
+
+
+def observation_type(obs_type: str | None, grayscale: bool | None) -> tuple[str, bool]:
+    """``(obs_type, grayscale)`` from Gymnasium's ``obs_type`` and ale-py's ``grayscale`` keyword, which mean the same
+    for screens: either may be given (neither: gray), both only if they agree."""
+    if obs_type is None:
+        return ("rgb", False) if grayscale is False else ("grayscale", True)
+    if obs_type not in OBS_TYPES:
+        raise ConfigError(f"obs_type must be one of {', '.join(map(repr, OBS_TYPES))}, got {obs_type!r}")
+    if obs_type == "ram":
+        if grayscale is not None:
+            raise ConfigError("grayscale= has no meaning with obs_type='ram' (the observation is the RAM)")
+        return obs_type, True
+    if grayscale is not None and grayscale != (obs_type == "grayscale"):
+        raise ConfigError(f"obs_type={obs_type!r} and grayscale={grayscale!r} disagree: pass one of them")
+    return obs_type, obs_type == "grayscale"
 
 
 def per_env(name: str, value: Any, n: int) -> tuple[Any, ...]:
@@ -112,8 +150,12 @@ def per_env(name: str, value: Any, n: int) -> tuple[Any, ...]:
     return (value,) * n
 
 
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def _positive_int(name: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    if not _is_int(value) or value < 1:
         raise ConfigError(f"{name} must be a positive integer, got {value!r}")
 
 

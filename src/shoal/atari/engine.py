@@ -6,8 +6,9 @@ their frame stacks in one C call (:mod:`shoal.atari.frames`), directly in the sh
 
 A step follows Gymnasium's ``AtariPreprocessing`` exactly (the reference the tests compare against): the action is
 repeated ``frameskip`` frames, summing rewards; the loop stops at a game over, a truncation or (``episodic_life``) a
-lost life, before reading that frame's screen; the last two screens of the step are read for the max-pool. Seeding
-follows ``ale_py.env.AtariEnv``: a seed derives the ALE seed and the no-op generator through ``SeedSequence``.
+lost life, before reading that frame's screen; the last two screens of the step are read for the max-pool. With
+``obs_type="ram"`` the RAM is read once, at the end of the step. Seeding follows ``ale_py.env.AtariEnv``: a seed
+derives the ALE seed and the env's generator (no-ops, stochastic frameskip) through ``SeedSequence``.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from gymnasium.vector import AutoresetMode
 
 from shoal.atari import frames
 from shoal.atari.config import AtariConfig
-from shoal.atari.frames import FrameStack
+from shoal.atari.frames import FrameStack, RamStack
 from shoal.atari.roms import FIRE, NOOP, action_meanings
 from shoal.errors import ConfigError, StateError
 from shoal.vector import _worker
@@ -92,14 +93,20 @@ class AtariEngine(Engine):
         self._has_fire = [FIRE in a for a in self.action_sets]
         self._lives = np.zeros(len(env_ids), np.int64)
         self._game_over = np.zeros(len(env_ids), np.bool_)  # the episode ended: reset next (life_loss_info aside)
-        self._frames = FrameStack(buffers.obs, config.grayscale, config.maxpool, len(env_ids))
         # Each env's palette table (gray value of each index, learned from its ALE; see frames.screen_reader).
         self._palettes = np.zeros((len(env_ids), 2, 256), np.uint8)
-        raw = np.zeros(self._frames.screens.shape[2:4], np.uint8)  # palette indices of the screen being read
-        self._readers = [
-            frames.screen_reader(ale, config.grayscale, table if frames.PALETTE_LOOKUP else None, raw)
-            for ale, table in zip(self.ales, self._palettes)
-        ]
+        self._ram = config.obs_type == "ram"
+        self._frames: FrameStack | RamStack
+        if self._ram:
+            self._frames = RamStack(buffers.obs, len(env_ids))
+            self._readers = [frames.ram_reader(ale) for ale in self.ales]
+        else:
+            self._frames = FrameStack(buffers.obs, config.grayscale, config.maxpool, len(env_ids))
+            raw = np.zeros(self._frames.screens.shape[2:4], np.uint8)  # palette indices of the screen being read
+            self._readers = [
+                frames.screen_reader(ale, config.grayscale, table if frames.PALETTE_LOOKUP else None, raw)
+                for ale, table in zip(self.ales, self._palettes)
+            ]
         extras = buffers.extras
         self._lives_out, self._frame_out = extras["lives"], extras["frame_number"]
         self._episode_frame_out, self._raw_out = extras["episode_frame_number"], extras["raw_reward"]
@@ -175,6 +182,8 @@ class AtariEngine(Engine):
         for j, local in enumerate(local_ids.tolist()):
             action = action_ids[j] if config.continuous else self.action_sets[local][action_ids[j]]
             reward, ended, lost_life = self._run_frames(local, action, strengths[j])
+            if self._ram:  # the RAM at the end of the step, however it ended
+                self._readers[local](self._frames.screens[local, 0])
             ale, env_id = self.ales[local], first + local
             now = ale.lives()
             lost_life = lost_life or (config.life_loss_info and now < self._lives[local])
@@ -192,11 +201,15 @@ class AtariEngine(Engine):
 
         Returns the summed reward, whether the game ended (game over or ALE's frame limit) and whether a life was
         lost (``episodic_life`` only). Like ``AtariPreprocessing``, the loop stops at either, before reading that
-        frame's screen, so an ending step shows the screens of the frames before it.
+        frame's screen, so an ending step shows the screens of the frames before it. A stochastic frameskip draws
+        the step's frame count from the env's generator first, as ``AtariEnv`` does; RAM is read by the caller.
         """
         ale, shown, lives, read = self.ales[local], self._frames.screens[local], self._lives, self._readers[local]
         frameskip, episodic = self.config.frameskip, self.config.episodic_life
-        before_last = frameskip - 2 if self.config.maxpool else -1
+        if isinstance(frameskip, tuple):
+            frameskip = int(self._rngs[local].integers(*frameskip))
+        before_last = frameskip - 2 if self.config.maxpool and not self._ram else -1
+        last = frameskip - 1 if not self._ram else -1
         reward = 0
         for t in range(frameskip):
             reward += ale.act(action, strength)
@@ -210,7 +223,7 @@ class AtariEngine(Engine):
                 lives[local] = now
             if t == before_last:
                 read(shown[1])
-            elif t == frameskip - 1:
+            elif t == last:
                 read(shown[0])
         return reward, False, False
 
@@ -254,6 +267,8 @@ class AtariEngine(Engine):
             return [None] * len(local_ids)
         if name == "get_ram":
             return [self._ale(local).getRAM() for local in local_ids]
+        if name == "render":  # the full-size RGB screen, as ale_py.env.AtariEnv.render() returns it
+            return [self._ale(local).getScreenRGB() for local in local_ids]
         if name == "get_action_meanings":
             return [action_meanings(self.action_sets[local]) for local in local_ids]
         raise AttributeError(f"AtariVectorEnv envs have no method {name!r}")

@@ -8,7 +8,7 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 
-from shoal.atari.config import AtariConfig, games_of, per_env
+from shoal.atari.config import AtariConfig, ObsType, games_of, observation_type, per_env
 from shoal.atari.engine import INFO_ARRAYS, AtariEngineFactory, AtariState
 from shoal.errors import ActionError, ConfigError
 from shoal.vector.base import Backend, VectorEnv
@@ -27,6 +27,13 @@ class AtariVectorEnv(VectorEnv):
 
     ``info`` holds ``env_id``, ``lives``, ``frame_number``, ``episode_frame_number`` and ``raw_reward`` (the
     unclipped reward) arrays; :attr:`games` names each env's ROM.
+
+    ``obs_type`` is Gymnasium's ``AtariEnv`` keyword, for the whole vector env (observations of one batch share a
+    shape): ``"grayscale"`` (the default) and ``"rgb"`` are the screens (ale-py's ``grayscale=True/False``, which
+    still works), ``"ram"`` the 128 bytes of console RAM at the end of each step, stacked ``(stack_num, 128)``.
+    ``frameskip=(low, high)`` repeats each action a number of frames drawn per step from ``[low, high)`` with the
+    env's own generator (same seeds, same rollouts, on every backend). ``render_mode="rgb_array"`` makes
+    :meth:`render` return each env's full-size RGB screen.
 
     Example:
         >>> import numpy as np, shoal
@@ -61,9 +68,10 @@ class AtariVectorEnv(VectorEnv):
         autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
         img_height: int = 84,
         img_width: int = 84,
-        grayscale: bool = True,
+        grayscale: bool | None = None,
+        obs_type: ObsType | None = None,
         stack_num: int = 4,
-        frameskip: int = 4,
+        frameskip: int | tuple[int, int] = 4,
         maxpool: bool = True,
         noop_max: int = 30,
         episodic_life: bool = False,
@@ -80,11 +88,17 @@ class AtariVectorEnv(VectorEnv):
         daemon: bool = True,
         inline: bool | None = None,
         address: str | None = None,
+        render_mode: str | None = None,
     ) -> None:
         if isinstance(games, str):  # ale-py's positional form: AtariVectorEnv("breakout", 4)
             games, game = None, games
         names = games_of(games, game, num_envs)
         n = len(names)
+        obs_type, grayscale = observation_type(obs_type, grayscale)
+        if render_mode not in (None, "rgb_array"):
+            raise ConfigError(f"render_mode must be None or 'rgb_array' (frames to record or show), got {render_mode!r}")
+        if isinstance(frameskip, list):
+            frameskip = tuple(frameskip)
         self.config = AtariConfig(
             games=names,
             modes=per_env("mode", mode, n),
@@ -97,6 +111,7 @@ class AtariVectorEnv(VectorEnv):
             img_height=img_height,
             img_width=img_width,
             grayscale=grayscale,
+            obs_type=obs_type,
             stack_num=stack_num,
             frameskip=frameskip,
             maxpool=maxpool,
@@ -128,7 +143,8 @@ class AtariVectorEnv(VectorEnv):
             num_envs=n,
             single_observation_space=spaces.Box(0, 255, self.config.obs_shape, np.uint8),
             single_action_space=action,
-            metadata={"games": list(names)},
+            metadata={"games": list(names), "render_modes": ["rgb_array"], "render_fps": 60},
+            render_mode=render_mode,
             backend=backend,
             num_workers=num_workers or num_threads or None,
             batch_size=batch_size or None,
@@ -186,6 +202,16 @@ class AtariVectorEnv(VectorEnv):
         """
         states = list(states)
         self._call_each("restore_state", env_ids, states)
+
+    def render(self, env_ids: Sequence[int] | None = None) -> tuple[np.ndarray, ...]:
+        """Each env's full-size RGB screen (210 x 160 x 3), as ``AtariEnv.render()`` returns it; ``env_ids``: only
+        those envs' (cheaper: what a video recorder asks for). Needs ``render_mode="rgb_array"``."""
+        if self.render_mode != "rgb_array":
+            raise ConfigError(
+                f"render() needs render_mode='rgb_array' when the vector env is made; it was made with "
+                f"render_mode={self.render_mode!r}"
+            )
+        return tuple(self._call_each("render", env_ids))
 
     def get_ram(self, env_ids: Sequence[int] | None = None) -> np.ndarray:
         """The 128 bytes of Atari RAM of each env of ``env_ids`` (all if None), shape ``(len(env_ids), 128)``."""

@@ -196,3 +196,37 @@ class FrameStack:
                 slots[:-1] = self.obs[before_row, 1:].copy()
                 slots[-1] = frame
 
+
+
+@dataclass
+class RamStack:
+    """Stacks the console RAM of a batch of envs into an observation buffer (``obs_type="ram"``): no pooling or
+    resizing, the same :meth:`push` as :class:`FrameStack`.
+
+    Args:
+        obs: the observation rows, shape ``(rows, stack, 128)``, written in place.
+        num_envs: how many envs (rows of ``screens``).
+
+    Each env reads its RAM at the end of a step into ``screens[i, 0]``.
+    """
+
+    obs: np.ndarray
+    num_envs: int
+    screens: np.ndarray = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.screens = np.zeros((self.num_envs, 2, self.obs.shape[2]), np.uint8)
+
+    def push(self, screens: np.ndarray, rows: np.ndarray, previous: np.ndarray, fill: bool = False) -> None:
+        """As :meth:`FrameStack.push`: ``screens[screens, 0]`` becomes the newest frame of obs rows ``rows``."""
+        newest = self.screens[screens, 0]
+        if fill:
+            self.obs[rows] = newest[:, None]
+            return
+        self.obs[rows, :-1] = self.obs[previous, 1:]  # fancy indexing reads a copy: rows may equal previous
+        self.obs[rows, -1] = newest
+
+
+def ram_reader(ale: Any) -> Callable[[np.ndarray], None]:
+    """A function that copies ``ale``'s RAM (128 bytes) into an array (ALE writes it in place)."""
+    return ale.getRAM

@@ -23,6 +23,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from shoal.atari.roms import check_game
+from shoal.bench.output import output_folder
 from shoal.bench.scores import human_normalized
 from shoal.errors import ConfigError, MissingDependencyError
 
@@ -125,6 +126,8 @@ def sweep(
         "unit": unit, "amount": amount, "policy": str(policy), **{k: atari[k] for k in sorted(atari)},
     }
     folder = Path(out) if out is not None else None
+    if folder is not None and folder.exists() and not folder.is_dir():
+        output_folder(folder)  # says it is a file, before anything is read from it
     done: list[Episode] = []
     if resume:
         if folder is None:
@@ -135,7 +138,7 @@ def sweep(
     finished = {(e.game, e.seed) for e in done}
     todo = [(g, s) for g in games for s in seed_list if (g, s) not in finished]
     if folder is not None:
-        folder.mkdir(parents=True, exist_ok=True)
+        output_folder(folder)
         (folder / "sweep.json").write_text(json.dumps(settings, indent=2))
     start = time.perf_counter()
     ran, steps_by_game, stepping = (
@@ -238,13 +241,13 @@ def _policy(policy: str | Path, envs: Any, pairs: list[tuple[str, int]]) -> Call
     if str(policy) == "random":
         rngs = [np.random.default_rng([seed, zlib.crc32(game.encode())]) for game, seed in pairs]
         return lambda obs: np.array([rng.integers(n) for rng, n in zip(rngs, counts.tolist())], np.int64)
+    path = Path(policy)
+    if not path.is_file():
+        raise ConfigError(f"policy must be 'random' or the path of a TorchScript module; {str(path)!r} is not a file")
     try:
         import torch
     except ImportError as exc:
         raise MissingDependencyError('a TorchScript policy needs PyTorch: pip install "shoal[torch]"') from exc
-    path = Path(policy)
-    if not path.is_file():
-        raise ConfigError(f"policy must be 'random' or the path of a TorchScript module; {str(path)!r} is not a file")
     try:
         if path.suffix == ".pt2":  # torch.export's format, which supersedes TorchScript
             module = torch.export.load(str(path)).module()

@@ -82,6 +82,9 @@ def parser() -> argparse.ArgumentParser:
         description="Step many Atari games (or any Gymnasium env) at once: benchmark, sweep and autotune.",
         epilog="run `shoal COMMAND --help` for a command's options and examples",
     )
+    from shoal import __version__
+
+    root.add_argument("--version", action="version", version=f"shoal {__version__}")
     commands = root.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
 
     def command(name: str, help: str) -> argparse.ArgumentParser:

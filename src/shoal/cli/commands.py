@@ -9,6 +9,7 @@ import json
 from dataclasses import asdict
 
 from shoal import bench
+from shoal.bench.output import output_folder
 from shoal.cli import require_rendering, write_json
 
 require_rendering()
@@ -56,6 +57,8 @@ def _span(values: tuple[int, ...]) -> str:
 def bench_command(args: argparse.Namespace) -> int:
     from shoal.cli.charts import throughput_chart
 
+    output_folder(args.out, "--out")  # before a minute of measuring, not after
+
     steps = len(args.roms) * len(args.systems)
     with _progress() as progress:
         task = progress.add_task("measuring", total=steps)
@@ -90,6 +93,8 @@ def bench_command(args: argparse.Namespace) -> int:
 
 def sweep_command(args: argparse.Namespace) -> int:
     from shoal.cli.charts import sweep_chart
+
+    output_folder(args.out, "--out")
 
     with _progress() as progress:
         task = progress.add_task(f"{len(args.games)} games x {args.seeds} seeds", total=None)

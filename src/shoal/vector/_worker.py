@@ -19,10 +19,11 @@ from typing import Any, NamedTuple
 import cloudpickle
 import numpy as np
 
-from shoal.errors import EnvError
+from shoal.errors import EnvError, EnvOutputError, ShoalError
 from shoal.vector.buffers import BufferSpec
 from shoal.vector._counters import Counters
 from shoal.vector.channel import Channel
+from shoal.vector.engine import LooseObs
 from shoal.vector.link import Link
 
 CLOSE = b"\x02"
@@ -35,21 +36,56 @@ host_index: int | None = None
 
 
 def error_reply(exc: BaseException) -> bytes:
-    if not isinstance(exc, EnvError):
-        wrapped = EnvError(f"worker raised {type(exc).__name__}: {exc}", remote_traceback=traceback.format_exc())
+    if not isinstance(exc, ShoalError):
+        wrapped = EnvError.of(type(exc))(
+            f"worker raised {type(exc).__name__}: {exc}", remote_traceback=traceback.format_exc()
+        )
         wrapped.__cause__ = exc
         exc = wrapped
     try:
         return pickle.dumps((False, exc))
-    except Exception:  # an unpicklable cause: keep the message and traceback
+    except Exception:  # an unpicklable cause (or a class the parent cannot import): keep message and traceback
         bare = EnvError(str(exc), getattr(exc, "env_id", None), getattr(exc, "remote_traceback", ""))
-        return pickle.dumps((False, bare))
+        try:
+            bare = EnvError.of(getattr(type(exc), "kind", EnvError))(str(exc), bare.env_id, bare.remote_traceback)
+            return pickle.dumps((False, bare))
+        except Exception:
+            bare = EnvError(str(exc), bare.env_id, bare.remote_traceback)
+            return pickle.dumps((False, bare))
 
 
-def reply(value: Any) -> bytes:
+def reply(value: Any, ids: Any = None) -> bytes:
+    """The answer carrying ``value`` (what a command returned for envs ``ids``); an :class:`EnvOutputError`
+    naming the env whose part of it cannot be pickled."""
     if value is None or (isinstance(value, list) and not value):
         return OK
-    return pickle.dumps((True, value), protocol=pickle.HIGHEST_PROTOCOL)
+    try:
+        return pickle.dumps((True, value), protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception as exc:
+        raise _unpicklable(value, ids, exc) from exc
+
+
+def _unpicklable(value: Any, ids: Any, exc: Exception) -> Exception:
+    """Which env's part of an answer cannot be pickled: its info entries, loose observations or call results."""
+    parts: list[tuple[int | None, str, Any]] = []
+    if isinstance(value, LooseObs):
+        parts += [(env_id, "info", info) for env_id, info in value.entries]
+        parts += [(env_id, "observation", obs) for env_id, obs in value.values.items()]
+    elif isinstance(value, list) and all(isinstance(v, tuple) and len(v) == 2 and isinstance(v[1], dict)
+                                         and isinstance(v[0], int) for v in value):
+        parts += [(env_id, "info", info) for env_id, info in value]
+    elif isinstance(value, list) and ids is not None and len(value) == len(ids):
+        parts += [(int(env_id), "call result", v) for env_id, v in zip(ids, value)]
+    for env_id, what, part in parts:
+        try:
+            pickle.dumps(part, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception as bad:
+            return EnvOutputError(
+                f"env {env_id} returned an {what} that cannot be pickled to send it to the parent process "
+                f"({type(bad).__name__}: {bad})",
+                env_id=env_id,
+            )
+    return EnvOutputError(f"an answer cannot be pickled to send it to the parent process ({type(exc).__name__}: {exc})")
 
 
 def decode(message: bytes) -> tuple[bool, Any]:
@@ -88,6 +124,7 @@ def run(
     host_index = signals.host
     ids = range(groups[0].start, groups[-1].stop)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it closes us
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not a handler inherited from the parent (Ray installs one)
     parent = os.getppid()
     link = signals.link(conn)
     buffers = spec.view(memory)
@@ -112,9 +149,10 @@ def run(
                 return
             try:
                 if isinstance(command, int):
-                    answer = reply(engine.step(group_ids[command]))
+                    answer = reply(engine.run_step(group_ids[command]), group_ids[command])
                 else:
-                    answer = reply(engine.execute(pickle.loads(command)))
+                    command = pickle.loads(command)
+                    answer = reply(engine.execute(command), command.ids)
             except BaseException as exc:
                 answer = error_reply(exc)
             link.answer(answer)

@@ -8,6 +8,8 @@ backends only move commands and results (:mod:`shoal.vector.transport`).
 from __future__ import annotations
 
 import os
+import warnings
+import weakref
 from typing import Any, Literal, Sequence
 
 import gymnasium
@@ -16,7 +18,14 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
-from shoal.errors import ConfigError, MissingDependencyError, NotResetError, ResetArgumentError, ResetNeededError
+from shoal.errors import (
+    ConfigError,
+    MissingDependencyError,
+    NotResetError,
+    ResetArgumentError,
+    ResetNeededError,
+    WaitTimeoutError,
+)
 from shoal.spaces import Layout
 from shoal.vector.buffers import BufferSpec
 from shoal.vector.calls import Calls
@@ -29,9 +38,9 @@ from shoal.vector.checks import (
     is_sequence_batch,
     parse_autoreset_mode,
 )
-from shoal.vector.engine import Command, Op, Sequences
+from shoal.vector.engine import Command, LooseObs, Op, Sequences
 from shoal.vector.infos import merge_infos
-from shoal.vector.state import AsyncState, check_idle, check_waiting, refuse_timeout
+from shoal.vector.state import AsyncState, check_idle, check_timeout, check_waiting
 from shoal.vector.transport import EngineFactory, Transport
 
 Backend = Literal["serial", "multiprocessing", "ray"]
@@ -62,6 +71,9 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
 
     always_env_id = False
     """Report ``info["env_id"]`` in synchronous mode too (ale-py's vector env does; Gymnasium's do not)."""
+
+    warn_close_pending = False
+    """Warn when ``close()`` drops a pending call's results (Gymnasium's AsyncVectorEnv does)."""
 
     def __init__(
         self,
@@ -110,8 +122,12 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
         self._single_action = single_action_space  # what actions are checked against (a subclass may hide it)
         self._check_actions = check_batch.dispatch(type(single_action_space))  # resolved once: every step checks
         self._obs_layout = Layout(single_observation_space)
+        if flatten:
+            self._obs_layout.check_flattenable()
         self._plain_obs = not flatten and not self._obs_layout.structured  # observations are one array per batch
         self._action_layout = Layout(single_action_space)
+        # Leaves without a fixed size (Text, Graph, ...) travel with the answers; the latest value of each, per env:
+        self._loose_obs: list[list[Any]] = [[None] * self.num_envs for _ in self._obs_layout.loose]
         self.metadata = dict(metadata or {})
         self.metadata["autoreset_mode"] = self.autoreset_mode
         self.render_mode = render_mode
@@ -146,7 +162,14 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
         self._torch_handles: set[int] = set()
         self._write_slot = 0  # the observation slot the next step writes to (the torch ops set it)
         self._torch_slots: Any = None  # the observation slots the torch ops hand out (shoal.torch_ops.SharedSlots)
+        self._own_backend()
         self.closed = False
+
+    def _own_backend(self) -> None:
+        """Tie the backend's life to this object: it is closed by :meth:`close`, or when this object is garbage
+        collected or the interpreter exits (then at once, without the grace ``close()`` gives workers to finish),
+        so workers never outlive the shared memory they write, and none keeps the interpreter from exiting."""
+        self._finalizer = weakref.finalize(self, self._transport.close, True)
 
     # -- construction ------------------------------------------------------------------------------------------------
 
@@ -254,8 +277,10 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
             self._buffers.obs_target[:] = 0
         else:
             mask = check_reset_mask(mask, self.num_envs)
+            if self._held is None and not self.is_async:  # as in Gymnasium: the others keep their initial zeros
+                self._hold(list(range(len(self.groups))))
             if self._held is None:
-                raise NotResetError("a partial reset (reset_mask) needs a full reset() first")
+                raise NotResetError("in asynchronous mode a partial reset (reset_mask) needs a full reset() first")
             held_ids = np.zeros(self.num_envs, np.bool_)
             held_ids[self._held_ids] = True
             if (mask & ~held_ids).any():
@@ -275,18 +300,28 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
         self._state = AsyncState.WAITING_RESET
 
     def reset_wait(self, timeout: float | None = None) -> tuple[Any, dict[str, Any]]:
-        """The results of :meth:`reset_async`."""
-        refuse_timeout(timeout)
+        """The results of :meth:`reset_async`.
+
+        ``timeout``: seconds to wait at most; past it, :class:`~shoal.errors.WaitTimeoutError` (a
+        ``multiprocessing.TimeoutError``) is raised and the reset goes on: call ``reset_wait`` again to collect it.
+        """
+        check_timeout(timeout)
         self._check_waiting(AsyncState.WAITING_RESET, "reset_wait")
         groups, full = self._reset_request
+        try:
+            if full and self.is_async:
+                answers = self._absorb(self._collect_any(self._wanted, timeout))
+                self._hold([g for g, _ in answers])
+            else:
+                answers = self._absorb(self._transport.collect(groups, timeout))
+                if full:
+                    self._hold(list(range(len(self.groups))))
+        except WaitTimeoutError:
+            raise
+        except BaseException:
+            self._state = AsyncState.DEFAULT
+            raise
         self._state = AsyncState.DEFAULT
-        if full and self.is_async:
-            answers = self._transport.collect_any(self._wanted)
-            self._hold([g for g, _ in answers])
-        else:
-            answers = self._transport.collect(groups)
-            if full:
-                self._hold(list(range(len(self.groups))))
         if self.is_async:
             ids, rows = self._held_ids, self._held_rows
             return self._observations(rows), self._infos(answers, ids, rows)
@@ -316,6 +351,14 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
         batch = self._check_actions(self._single_action, actions, len(ids), "actions")
         self._check_env_actions(ids, batch, None)
         self._action_layout.write(self._buffers.actions, self._held_rows, batch)
+        if self._action_layout.loose:  # leaves without a fixed size go with the command, one tuple per env
+            per_env = list(zip(*self._action_layout.loose_values(batch)))
+            starts = np.cumsum([0] + [len(self.groups[g]) for g in self._held]).tolist()
+            commands = {
+                g: Command(Op.STEP, self._group_ids(g), per_env[a:b]) for g, a, b in zip(self._held, starts, starts[1:])
+            }
+            self._dispatch_step(ids, ids, commands)
+            return
         self._dispatch_step(ids, ids)
 
     def send_sequences(self, values: Any, offsets: Any, gamma: float | None = None) -> None:
@@ -343,10 +386,11 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
         self._dispatch_step(ids, ids[np.diff(offsets) > 0], commands)
 
     def _dispatch_step(
-        self, ids: np.ndarray, stepping: np.ndarray, sequences: dict[int, Command] | None = None
+        self, ids: np.ndarray, stepping: np.ndarray, commands: dict[int, Command] | None = None
     ) -> None:
-        """Start a step of the held envs ``ids``: one step each (actions in the buffers), or the ``sequences``
-        commands; ``stepping`` are the envs that will step (for the disabled-autoreset check)."""
+        """Start a step of the held envs ``ids``: one step each (actions in the buffers), or the ``commands`` (action
+        sequences, or actions with loose leaves); ``stepping`` are the envs that will step (for the
+        disabled-autoreset check)."""
         if self.autoreset_mode is AutoresetMode.DISABLED:
             ended = stepping[self._buffers.needs_reset[stepping]]
             if len(ended):
@@ -356,19 +400,25 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
                 )
         if self._buffers.slots_on[0]:
             self._buffers.obs_target[ids] = self._write_slot
-        if sequences is not None:
-            self._used_sequences |= set(sequences)
-            self._transport.dispatch(sequences)
+        sequences = commands is not None and next(iter(commands.values())).op is Op.SEQUENCES
+        if sequences:
+            self._used_sequences |= set(commands)
+        elif self._used_sequences:
+            self._used_sequences -= set(self._held)
+        if commands is not None:
+            self._transport.dispatch(commands)
         else:
-            if self._used_sequences:
-                self._used_sequences -= set(self._held)
             self._transport.step(self._held)
         self._sent = self._held
         self._state = AsyncState.WAITING_STEP
 
-    def recv(self) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]:
-        """Wait for the step started by :meth:`send`; in asynchronous mode, the first ``batch_size`` envs to finish."""
-        answers, ids, rows = self._receive()
+    def recv(self, timeout: float | None = None) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]:
+        """Wait for the step started by :meth:`send`; in asynchronous mode, the first ``batch_size`` envs to finish.
+
+        ``timeout``: seconds to wait at most; past it, :class:`~shoal.errors.WaitTimeoutError` (a
+        ``multiprocessing.TimeoutError``) is raised and the step goes on: call ``recv`` again to collect it.
+        """
+        answers, ids, rows = self._receive(timeout)
         b = self._buffers
         infos = self._infos(answers, ids, rows)
         if self._used_sequences and self._sequenced(answers):
@@ -381,24 +431,37 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
             infos,
         )
 
-    def _receive(self) -> tuple[list[tuple[int, Any]], np.ndarray | None, Any]:
+    def _receive(self, timeout: float | None = None) -> tuple[list[tuple[int, Any]], np.ndarray | None, Any]:
         """Wait for a sent step: the answers, the env ids of the batch (None: all, in order) and its buffer rows.
 
-        The results stay in the shared buffers (rows ``rows``) until the next :meth:`send`.
+        The results stay in the shared buffers (rows ``rows``) until the next :meth:`send`. A timeout leaves the
+        step pending (nothing read is lost); any other error ends it.
         """
         self._check_waiting(AsyncState.WAITING_STEP, "recv")
+        if timeout is not None:
+            check_timeout(timeout)
+        try:
+            if not self.is_async:
+                answers = self._transport.collect(self._sent, timeout)
+                self._state = AsyncState.DEFAULT
+                return self._absorb(answers), None, slice(None)
+            answers = self._collect_any(self._wanted, timeout)
+        except WaitTimeoutError:
+            raise
+        except BaseException:
+            self._state = AsyncState.DEFAULT
+            raise
         self._state = AsyncState.DEFAULT
-        if not self.is_async:
-            return self._transport.collect(self._sent), None, slice(None)
-        wanted = self._wanted
-        if self._ready:
-            answers, self._ready = self._ready[:wanted], self._ready[wanted:]
-            if len(answers) < wanted:
-                answers += self._transport.collect_any(wanted - len(answers))
-        else:
-            answers = self._transport.collect_any(wanted)
+        answers = self._absorb(answers)
         self._hold([g for g, _ in answers])
         return answers, self._held_ids, self._held_rows
+
+    def _collect_any(self, wanted: int, timeout: float | None) -> list[tuple[int, Any]]:
+        """The first ``wanted`` answers: those parked earlier first (a timeout keeps what was read for later)."""
+        if len(self._ready) < wanted:
+            self._ready += self._transport.collect_any(wanted - len(self._ready), timeout)
+        answers, self._ready = self._ready[:wanted], self._ready[wanted:]
+        return answers
 
     def _sequenced(self, answers: list[tuple[int, Any]]) -> bool:
         return any(g in self._used_sequences for g, _ in answers)
@@ -451,15 +514,26 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
 
     # -- closing -----------------------------------------------------------------------------------------------------
 
-    def close_extras(self, **kwargs: Any) -> None:
+    def close_extras(self, terminate: bool = False, **kwargs: Any) -> None:
+        """Stop the workers (``terminate``: at once, without letting them finish what they are doing). With
+        :attr:`warn_close_pending`, closing with a call pending warns afterwards (a warning turned into an error
+        must not leave the workers running)."""
+        state = getattr(self, "_state", AsyncState.DEFAULT)
+        self._state = AsyncState.DEFAULT
         if getattr(self, "_torch_handles", None):
             from shoal.torch_ops import unregister
 
             for handle in list(self._torch_handles):
                 unregister(handle)
-        transport = getattr(self, "_transport", None)
-        if transport is not None:
-            transport.close()
+        finalizer = getattr(self, "_finalizer", None)
+        if finalizer is not None and finalizer.detach() is not None:
+            self._transport.close(terminate=terminate)
+        if state is not AsyncState.DEFAULT and self.warn_close_pending:
+            self.closed = True
+            warnings.warn(
+                f"Calling `close` while waiting for a pending call to `{state.value}` to complete.", UserWarning,
+                stacklevel=3,
+            )
 
     def __enter__(self) -> VectorEnv:
         return self
@@ -503,7 +577,26 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
         if self.flatten:
             flat = self._obs_layout.flat(batch)
             return flat.copy() if self.copy and not fresh else flat
+        if self._loose_obs:
+            loose = [tuple(store[rows] if isinstance(rows, slice) else [store[i] for i in rows.tolist()])
+                     for store in self._loose_obs]
+            return self._obs_layout.read(batch, copy=self.copy, loose=loose)
         return self._obs_layout.read(batch, copy=self.copy and not fresh)
+
+    def _absorb(self, answers: list[tuple[int, Any]]) -> list[tuple[int, Any]]:
+        """Keep the loose leaves of the observations that came with ``answers``; the answers' info entries."""
+        if not self._loose_obs:
+            return answers
+        stores = self._loose_obs
+        unwrapped = []
+        for group, result in answers:
+            if isinstance(result, LooseObs):
+                for env_id, values in result.values.items():
+                    for store, value in zip(stores, values):
+                        store[env_id] = value
+                result = result.entries
+            unwrapped.append((group, result))
+        return unwrapped
 
     def _obs_batch(self, rows: Any) -> tuple[np.ndarray, bool]:
         """The observations of the envs at ``rows`` (a slice or ids), and whether that array is a copy already."""

@@ -11,9 +11,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from shoal.errors import ConfigError
+from shoal.errors import ConfigError, WaitTimeoutError
 from shoal.vector.engine import Command, Op
-from shoal.vector.state import AsyncState, refuse_timeout
+from shoal.vector.state import AsyncState, check_timeout
 
 
 class Calls:
@@ -29,10 +29,21 @@ class Calls:
         self._run_everywhere(Op.CALL, (name, args, kwargs))
 
     def call_wait(self, timeout: float | None = None) -> tuple[Any, ...]:
-        refuse_timeout(timeout)
+        """The results of :meth:`call_async` (or :meth:`get_attr`), one per env.
+
+        ``timeout``: seconds to wait at most; past it, :class:`~shoal.errors.WaitTimeoutError` (a
+        ``multiprocessing.TimeoutError``) is raised and the call goes on: call ``call_wait`` again to collect it.
+        """
+        check_timeout(timeout)
         self._check_waiting(AsyncState.WAITING_CALL, "call_wait")
+        try:
+            answers = self._transport.collect(list(range(len(self.groups))), timeout)
+        except WaitTimeoutError:
+            raise
+        except BaseException:
+            self._state = AsyncState.DEFAULT
+            raise
         self._state = AsyncState.DEFAULT
-        answers = self._transport.collect(list(range(len(self.groups))))
         return tuple(value for _, result in answers for value in result)
 
     def get_attr(self, name: str) -> tuple[Any, ...]:
@@ -64,6 +75,16 @@ class Calls:
             {g: Command(op, self._group_ids(g), payload) for g in range(len(self.groups))}
         )
         self._state = AsyncState.WAITING_CALL
+
+    @property
+    def np_random_seed(self) -> tuple[int, ...]:
+        """Each env's ``np_random_seed``, as Gymnasium's Sync/AsyncVectorEnv return them."""
+        return self.get_attr("np_random_seed")
+
+    @property
+    def np_random(self) -> tuple[Any, ...]:
+        """Each env's ``np_random`` generator (copies, from a worker process), as Gymnasium's vector envs return."""
+        return self.get_attr("np_random")
 
     def render(self) -> tuple[Any, ...] | None:
         """Each env's ``render()``."""

@@ -5,6 +5,10 @@ A :class:`Channel` wraps one end of ``multiprocessing.Pipe()`` (so it is created
 the way multiprocessing does it) but moves messages with ``os.write``/``os.read`` on its descriptor. Messages are
 framed like ``Connection``'s: a 4-byte big-endian length, then the bytes. A :class:`Poller` tells whose other end
 is closed (the peer died or exited).
+
+Messages of any size: the parent's end is non-blocking, and while a message it sends does not fit in the pipe it
+reads what the worker is sending meanwhile into its inbox (``draining``), so two large messages crossing each
+other cannot block both sides; the worker's end blocks, which is safe because the parent always drains.
 """
 
 from __future__ import annotations
@@ -34,21 +38,55 @@ class Poller:
 
 
 class Channel:
-    """One end of a pipe: framed messages."""
+    """One end of a pipe: framed messages.
 
-    def __init__(self, conn: Any) -> None:
+    Args:
+        conn: one end of ``multiprocessing.Pipe()``; the channel owns it.
+        draining: make the descriptor non-blocking and, while a send waits for room, read incoming messages into
+            the inbox (the parent's end; see the module docstring).
+    """
+
+    def __init__(self, conn: Any, draining: bool = False) -> None:
         self.conn = conn  # owns the descriptor: closing it closes the channel
         self.fd = conn.fileno()
         self.poller = Poller([self.fd])
         self._inbox = b""  # read from the pipe, not yet returned
+        self._draining = draining
+        if draining:
+            os.set_blocking(self.fd, False)
+            self._both = select.poll()
+            self._both.register(self.fd, select.POLLIN | select.POLLOUT)
 
     def send(self, message: bytes) -> None:
         data = _HEADER.pack(len(message)) + message
-        sent = os.write(self.fd, data)
-        if sent < len(data):  # a long message into a full pipe
-            rest = memoryview(data)[sent:]
-            while rest:
+        if not self._draining:
+            sent = os.write(self.fd, data)
+            if sent < len(data):  # a long message into a full pipe
+                rest = memoryview(data)[sent:]
+                while rest:
+                    rest = rest[os.write(self.fd, rest) :]
+            return
+        rest = memoryview(data)
+        while rest:
+            try:
                 rest = rest[os.write(self.fd, rest) :]
+                continue
+            except BlockingIOError:
+                pass
+            for _, events in self._both.poll():  # no room: wait for room, reading what comes meanwhile
+                if events & select.POLLIN:
+                    self._inbox += self._read_some()
+                elif events & _CLOSED:
+                    raise BrokenPipeError("the other end of the pipe is closed")
+
+    def _read_some(self) -> bytes:
+        try:
+            chunk = os.read(self.fd, 1 << 20)
+        except BlockingIOError:
+            return b""
+        if not chunk:
+            raise EOFError("the other end of the pipe is closed")
+        return chunk
 
     def recv(self) -> bytes:
         """The next message, blocking until it comes; :class:`EOFError` when the other end is closed.
@@ -68,7 +106,11 @@ class Channel:
     def _fill(self, data: bytes, size: int) -> bytes:
         """``data`` and what the pipe holds, blocking until that is at least ``size`` bytes."""
         while len(data) < size:
-            chunk = os.read(self.fd, max(size - len(data), _READ_SIZE))
+            try:
+                chunk = os.read(self.fd, max(size - len(data), _READ_SIZE))
+            except BlockingIOError:  # the non-blocking end, before the message has come: wait for it
+                select.select([self.fd], [], [])
+                continue
             if not chunk:
                 raise EOFError("the other end of the pipe is closed")
             data += chunk

@@ -14,7 +14,7 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 
-from shoal.errors import ActionError, ConfigError, ResetArgumentError
+from shoal.errors import ActionError, ActionTypeError, ConfigError, ResetArgumentError, ResetArgumentTypeError
 
 _INTEGER_KINDS = "iub"
 _NUMERIC_KINDS = "iubf"
@@ -31,6 +31,8 @@ def _as_array(value: Any, where: str) -> np.ndarray:
 
 def _check_shape(array: np.ndarray, shape: tuple[int, ...], where: str) -> None:
     if array.shape != shape:
+        if array.ndim == 0 and shape:  # one action where a batch is due (Gymnasium raises TypeError)
+            raise ActionTypeError(f"{where}: expected a batch of shape {shape}, got a scalar {array!r}")
         raise ActionError(f"{where}: expected shape {shape}, got {array.shape}")
 
 
@@ -51,8 +53,15 @@ def _check_range(array: np.ndarray, low: Any, high: Any, where: str) -> None:
 
 @singledispatch
 def check_batch(space: spaces.Space, value: Any, n: int, where: str) -> Any:
-    """``value`` as a batch of ``n`` actions of ``space`` (arrays), or an :class:`ActionError`."""
-    raise ActionError(f"{where}: actions of {type(space).__name__} spaces cannot be batched")
+    """``value`` as a batch of ``n`` actions of ``space`` (arrays; for a space without a fixed size, such as Text
+    or a custom space, a tuple of ``n`` values, Gymnasium's batched form), or an :class:`ActionError`."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, (tuple, list, np.ndarray)):
+        raise ActionTypeError(
+            f"{where}: expected a tuple of {n} actions of {space} (one per env), got {type(value).__name__}"
+        )
+    if len(value) != n:
+        raise ActionError(f"{where}: expected {n} actions of {space} (one per env), got {len(value)}")
+    return tuple(value)
 
 
 @check_batch.register
@@ -202,16 +211,21 @@ def check_seeds(seed: Any, n: int) -> list[int | None]:
 
 
 def check_reset_mask(mask: Any, n: int) -> np.ndarray:
-    """A boolean array of shape ``(n,)`` with at least one True."""
-    if not isinstance(mask, np.ndarray) or mask.dtype != np.bool_:
-        raise ResetArgumentError(
-            f"options['reset_mask'] must be a numpy bool array of shape ({n},), got "
-            f"{type(mask).__name__} with dtype {getattr(mask, 'dtype', None)}"
+    """A boolean array of shape ``(n,)`` with at least one True (Gymnasium's messages and error types)."""
+    if not isinstance(mask, np.ndarray):
+        raise ResetArgumentTypeError(
+            f"`options['reset_mask']` must be a numpy array of `dtype=np.bool_` and shape `({n},)`, got "
+            f"{type(mask).__name__}"
         )
+    if mask.dtype != np.bool_:
+        raise ResetArgumentTypeError(f"`options['reset_mask']` must have `dtype=np.bool_`, got {mask.dtype}")
     if mask.shape != (n,):
-        raise ResetArgumentError(f"options['reset_mask'] must have shape ({n},), got {mask.shape}")
+        raise ResetArgumentError(f"`options['reset_mask']` must have shape `({n},)`, got {mask.shape}")
     if not mask.any():
-        raise ResetArgumentError("options['reset_mask'] selects no env; at least one entry must be True")
+        raise ResetArgumentError(
+            f"`options['reset_mask']` must contain a boolean array with at least one True value, got "
+            f"reset_mask={mask}"
+        )
     return mask
 
 

@@ -1,7 +1,8 @@
 """Drop-in replacements for ``gymnasium.vector.SyncVectorEnv`` and ``AsyncVectorEnv``, with their signatures.
 
 Change the import and keep the program: ``from shoal.vector import AsyncVectorEnv``. Arguments shoal cannot honour
-raise :class:`~shoal.errors.ConfigError` instead of silently behaving differently.
+raise :class:`~shoal.errors.ConfigError` instead of silently behaving differently. The classes only translate
+arguments: everything else is the one :class:`~shoal.vector.base.VectorEnv`.
 """
 
 from __future__ import annotations
@@ -9,33 +10,29 @@ from __future__ import annotations
 import os
 from typing import Any, Callable, Sequence
 
-from gymnasium import Env, Space
+from gymnasium import Env, Space, spaces
 from gymnasium.vector import AutoresetMode
 
 from shoal.errors import ConfigError
 from shoal.vector.base import VectorEnv
 
 
-def _observation_mode(observation_mode: Any) -> str:
-    if isinstance(observation_mode, tuple):
-        raise ConfigError(
-            "observation_mode=(batched space, single space) is not supported: shoal lays observations out from the "
-            "envs' own space; use observation_mode='same' or 'different'"
-        )
-    return observation_mode
+def _adopt(target: VectorEnv, env_fns: list[Callable[[], Env]], caller: str, **kwargs: Any) -> None:
+    """Build with :func:`shoal.make.build` and take over the result's state (it returns a plain VectorEnv)."""
+    from shoal.make import build  # shoal.make imports this package
 
-
-def _adopt(target: VectorEnv, **kwargs: Any) -> None:
-    """Build with :func:`shoal.make` and take over the result's state (make returns a plain VectorEnv)."""
-    from shoal.make import make  # shoal.make imports this package
-
-    built = make(**kwargs)
+    built = build(env_fns, caller, **kwargs)
+    built._finalizer.detach()  # the adopted backend now belongs to target, which takes over its finalizer
     target.__dict__.update(built.__dict__)
-    built.__dict__["closed"] = True  # the adopted backend now belongs to target
+    target._own_backend()
+    built.__dict__["closed"] = True
 
 
 class SyncVectorEnv(VectorEnv):
-    """``gymnasium.vector.SyncVectorEnv`` with shoal's serial backend (shared buffers, same results)."""
+    """``gymnasium.vector.SyncVectorEnv`` with shoal's serial backend (shared buffers, same results).
+
+    ``envs`` is the list of sub-environments, as in Gymnasium (they live in this process).
+    """
 
     def __init__(
         self,
@@ -47,20 +44,29 @@ class SyncVectorEnv(VectorEnv):
         self.closed = True
         _adopt(
             self,
-            env=list(env_fns),
+            list(env_fns),
+            "SyncVectorEnv",
             backend="serial",
             copy=copy,
-            observation_mode=_observation_mode(observation_mode),
+            observation_mode=observation_mode,
             autoreset_mode=autoreset_mode,
         )
+
+    @property
+    def envs(self) -> list[Env]:
+        """The sub-environments, in order."""
+        return [env for engine in self._transport.engines for env in engine.envs]
 
 
 class AsyncVectorEnv(VectorEnv):
     """``gymnasium.vector.AsyncVectorEnv``, but several envs per worker process (one worker per core).
 
-    ``shared_memory=False`` is accepted and ignored: shoal always moves observations through shared memory, which
-    gives the same results; spaces that cannot live there (Text, Graph, custom) raise ConfigError either way.
+    Observations always travel through shared memory except the leaves that have no fixed size, which come with
+    each answer (Gymnasium's ``shared_memory=False`` way); as in Gymnasium, ``shared_memory=True`` (the default)
+    refuses Graph, Sequence and custom spaces, which ``shared_memory=False`` accepts.
     """
+
+    warn_close_pending = True
 
     def __init__(
         self,
@@ -82,12 +88,41 @@ class AsyncVectorEnv(VectorEnv):
         env_fns = list(env_fns)
         _adopt(
             self,
-            env=env_fns,
+            env_fns,
+            "AsyncVectorEnv",
             backend="multiprocessing",
             num_workers=min(len(env_fns), os.cpu_count() or 1),
+            inline=False,  # every env in a worker: step_async/reset_async return at once, as Gymnasium's do
             copy=copy,
             context=context,
             daemon=daemon,
-            observation_mode=_observation_mode(observation_mode),
+            observation_mode=observation_mode,
             autoreset_mode=autoreset_mode,
+        )
+        if shared_memory:
+            try:
+                _refuse_as_gymnasium(self.single_observation_space)
+            except BaseException:
+                self.close()
+                raise
+
+
+def _refuse_as_gymnasium(space: Space) -> None:
+    """Gymnasium's ``shared_memory=True`` refusals: Graph and Sequence (no fixed size), custom spaces."""
+    if isinstance(space, spaces.Dict):
+        for sub in space.spaces.values():
+            _refuse_as_gymnasium(sub)
+    elif isinstance(space, spaces.Tuple):
+        for sub in space.spaces:
+            _refuse_as_gymnasium(sub)
+    elif isinstance(space, (spaces.Graph, spaces.Sequence)):
+        raise TypeError(
+            f"As {space} has a dynamic shape so its not possible to make a static shared memory. For "
+            f"AsyncVectorEnv, disable `shared_memory` (shoal.make takes any space)."
+        )
+    elif not isinstance(space, (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary,
+                                spaces.Text, spaces.OneOf)):
+        raise ConfigError(
+            f"Space of type `{type(space)}` cannot live in shared memory; as in Gymnasium, pass "
+            f"shared_memory=False to AsyncVectorEnv (shoal.make takes any space)"
         )

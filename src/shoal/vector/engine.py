@@ -48,6 +48,14 @@ class Command(NamedTuple):
     payload: Any = None
 
 
+class LooseObs(NamedTuple):
+    """An engine's answer when observations have loose leaves (values that do not live in shared memory):
+    the info entries, and the loose leaves' values of each env whose observation was written, by env id."""
+
+    entries: InfoEntries
+    values: dict[int, tuple]
+
+
 class Sequences(NamedTuple):
     """Action sequences for several envs: env ``j`` runs ``values[offsets[j]:offsets[j + 1]]``."""
 
@@ -72,7 +80,7 @@ def env_error(env_id: int, exc: Exception) -> Exception:
     """
     if isinstance(exc, ShoalError):
         return exc
-    error = EnvError(
+    error = EnvError.of(type(exc))(
         f"env {env_id} raised {type(exc).__name__}: {exc}", env_id=env_id, remote_traceback=traceback.format_exc()
     )
     error.__cause__ = exc
@@ -104,6 +112,9 @@ class Engine(ABC):
         self.env_ids = env_ids
         self.buffers = buffers
         self.autoreset_mode = AutoresetMode(autoreset_mode)
+        self.loose_obs: dict[int, tuple] = {}
+        """Where an engine puts the loose leaves of the observations it writes (by env id): they go back with the
+        answer (:class:`LooseObs`). Empty unless the observation space has leaves without a fixed size."""
 
     # -- primitives ------------------------------------------------------------------------------------------------
 
@@ -150,12 +161,12 @@ class Engine(ABC):
         """Run one command; what every backend calls."""
         op, ids, payload = command
         if op is Op.STEP:
-            return self.step(ids)
+            return self._answer(self.step(ids, payload))
         if op is Op.SEQUENCES:
-            return self.step_sequences(ids, payload)
+            return self._answer(self.step_sequences(ids, payload))
         if op is Op.RESET:
             seeds, options = payload
-            return self.reset(ids, seeds, options)
+            return self._answer(self.reset(ids, seeds, options))
         if op is Op.CALL:
             name, args, kwargs = payload
             return self.call(ids, name, args, kwargs)
@@ -165,6 +176,19 @@ class Engine(ABC):
             name, values = payload
             return self.set_attr(ids, name, values)
         raise ValueError(f"unknown op {op!r}")
+
+    def run_step(self, ids: np.ndarray) -> Any:
+        """:meth:`execute` of a plain step (the hot path, without a :class:`Command`)."""
+        return self._answer(self.step(ids))
+
+    def _answer(self, entries: InfoEntries) -> Any:
+        """What goes back for a command that wrote observations: the info entries, with the loose leaves' values
+        of the observations written (:class:`LooseObs`) when there are any."""
+        if not self.loose_obs:
+            return entries
+        values = dict(self.loose_obs)
+        self.loose_obs.clear()  # in place: the engine's writers hold this dict
+        return LooseObs(entries, values)
 
     def reset(self, ids: np.ndarray, seeds: Sequence[int | None], options: dict | None) -> InfoEntries:
         b = self.buffers
@@ -177,12 +201,19 @@ class Engine(ABC):
         b.needs_reset[ids] = False
         return [(i, info) for i, info in zip(ids.tolist(), infos) if info] if any(infos) else []
 
-    def step(self, ids: np.ndarray) -> InfoEntries:
-        """One step of envs ``ids`` with the actions in their rows of ``buffers.actions``."""
+    def step(self, ids: np.ndarray, loose_actions: Sequence[tuple] | None = None) -> InfoEntries:
+        """One step of envs ``ids`` with the actions in their rows of ``buffers.actions`` (and, for an action space
+        with loose leaves, those leaves' values: one tuple per env of ``ids``)."""
+        if loose_actions is not None:
+            loose_of = dict(zip(ids.tolist(), loose_actions))
         entries, ids = self._autoreset_before(ids)
         if len(ids):
             self.buffers.steps_taken[ids] = 1
-            infos = self._step_envs(ids, self.buffers.actions[ids])
+            actions = self.buffers.actions[ids]
+            if loose_actions is not None:
+                layout = self.buffers.spec.action
+                actions = [layout.item(actions, j, loose_of[i]) for j, i in enumerate(ids.tolist())]
+            infos = self._step_envs(ids, actions)
             self.buffers.settle(ids)
             entries += self._finish(ids, infos)
         return sorted(entries, key=_env_of) if entries else entries

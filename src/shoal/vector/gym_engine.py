@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -10,9 +11,42 @@ from gymnasium import Env, spaces
 from gymnasium.vector import AutoresetMode
 from gymnasium.spaces.utils import is_space_dtype_shape_equiv
 
-from shoal.errors import ConfigError
+from shoal.errors import ConfigError, SpaceMismatchError
 from shoal.vector.buffers import Buffers
 from shoal.vector.engine import Engine, blame, env_error
+from shoal.vector.outputs import Rejected, check_flag, check_reward, observation_check, rejected, scalar_types
+
+
+
+def refuse_foreign(env: Any) -> None:
+    """Raise :class:`ConfigError` saying what ``env`` is when it is not a single-agent Gymnasium env shoal can step
+    (a PettingZoo env, an env of the old ``gym`` package, something without spaces)."""
+    module = type(env).__module__ or ""
+    name = type(env).__name__
+    if module.split(".")[0] == "pettingzoo" or hasattr(env, "possible_agents"):
+        pettingzoo = sys.modules.get("pettingzoo.utils.env")  # loaded if env is one of its envs
+        kind = "multi-agent env"
+        if pettingzoo is not None and isinstance(env, pettingzoo.AECEnv):
+            kind = "AECEnv"
+        elif pettingzoo is not None and isinstance(env, pettingzoo.ParallelEnv):
+            kind = "ParallelEnv"
+        raise ConfigError(
+            f"{name} is a PettingZoo {kind} (a multi-agent env); shoal.make vectorizes single-agent Gymnasium envs "
+            f"(gymnasium.Env): a callable returning one, or a Gymnasium id"
+        )
+    if module.split(".")[0] == "gym":
+        raise ConfigError(
+            f"{name} is an env of the old `gym` package; shoal needs a gymnasium.Env. Convert it with Shimmy "
+            f"(pip install shimmy; gymnasium.make('GymV26Environment-v0', env=...)) or port it to gymnasium"
+        )
+    if not (hasattr(env, "observation_space") and hasattr(env, "action_space") and hasattr(env, "step")):
+        raise ConfigError(
+            f"expected a gymnasium.Env (with observation_space, action_space, reset and step) from the env "
+            f"constructor, got {name} from module {module or '?'}"
+        )
+
+
+_MODE_TEXT = {"different": "'different'", "custom": "(batched space, single space)"}  # as the user wrote it
 
 
 @dataclass(frozen=True)
@@ -23,6 +57,9 @@ class GymEngineFactory:
     single_observation_space: spaces.Space
     single_action_space: spaces.Space
     observation_mode: str = "same"
+    """``"same"`` (spaces equal env 0's), ``"different"`` or ``"custom"`` (equal in dtype and shape)."""
+    caller: str = "shoal.make"
+    """What the user called (errors about the sub-envs name it)."""
 
     def __call__(self, env_ids: range, buffers: Buffers, autoreset_mode: AutoresetMode) -> GymEngine:
         return GymEngine(self, env_ids, buffers, autoreset_mode)
@@ -42,43 +79,57 @@ class GymEngine(Engine):
             self._check_spaces(i, self.envs[-1], factory)
         self._obs = buffers.spec.obs
         self._action = buffers.spec.action
-        self._write_obs = self._obs.row_writer(buffers.obs)
+        self._write_obs = self._obs.row_writer(buffers.obs, self.loose_obs)
+        self._check_obs = observation_check(self._obs)
+        # What a plain (one-array) observation must be for the hot loop's fast test: exactly the buffer's kind.
+        self._plain = None if self._obs.structured else (self._obs.item_shape, self._obs.item_dtype)
+        # A one-number observation (Discrete, a 0-d Box) may also come as a Python or numpy number of its kind.
+        self._scalars = scalar_types(self._obs.item_dtype, self._obs.item_shape) if self._plain else frozenset()
+        self._finals: dict[int, Any] = {}  # the observation each env returned when its episode ended (same-step)
+        self._unchecked: set[int] = set()  # envs whose next step's results get the full checks (a new episode)
 
     def _check_spaces(self, env_id: int, env: Env, factory: GymEngineFactory) -> None:
-        obs_ok = (
-            env.observation_space == factory.single_observation_space
-            if factory.observation_mode == "same"
-            else is_space_dtype_shape_equiv(env.observation_space, factory.single_observation_space)
-        )
-        if not obs_ok:
-            raise ConfigError(
-                f"env {env_id} has observation_space {env.observation_space}, expected "
-                f"{factory.single_observation_space} (that of env 0). If the spaces differ only in their bounds, "
-                f"pass observation_mode='different'."
+        refuse_foreign(env)
+        same = factory.observation_mode == "same"
+        space = factory.single_observation_space
+        if not (env.observation_space == space if same else is_space_dtype_shape_equiv(env.observation_space, space)):
+            mode = _MODE_TEXT.get(factory.observation_mode, "'same'")
+            hint = " (that of env 0). If this is intentional, use `observation_mode='different'` instead."
+            raise SpaceMismatchError(
+                f"{factory.caller}(..., observation_mode={mode}) however the sub-environments observation spaces are "
+                f"not equivalent. env {env_id} has {env.observation_space}, expected {space}"
+                + (hint if same else " in dtype and shape.")
             )
         if env.action_space != factory.single_action_space:
-            raise ConfigError(
-                f"env {env_id} has action_space {env.action_space}, expected {factory.single_action_space} "
-                f"(that of env 0); every env of one vector env takes the same actions"
+            raise SpaceMismatchError(
+                f"{factory.caller}(...) however the sub-environments action spaces are not equivalent: env {env_id} "
+                f"has {env.action_space}, expected {factory.single_action_space} (that of env 0); every env of one "
+                f"vector env takes the same actions"
             )
 
     def _env(self, env_id: int) -> Env:
         return self.envs[env_id - self.env_ids.start]
 
     def _store(self, env_id: int, obs: Any) -> None:
-        """Write a reset observation, checking that it fits (steps then write without checks)."""
-        if not self._obs.structured and np.shape(obs) != self._obs.item_shape:
-            raise ConfigError(
-                f"env {env_id} returned an observation of shape {np.shape(obs)} but its observation_space "
-                f"{self._obs.space} has shape {self._obs.item_shape}"
-            )
+        """Write a reset observation, checked in full."""
         try:
-            self._obs.write(self.buffers.obs, int(self.buffers.target_rows(env_id)), obs)
-        except (ValueError, TypeError, KeyError, IndexError) as exc:
-            raise ConfigError(
-                f"env {env_id} returned an observation that does not fit its observation_space "
-                f"{self._obs.space}: {exc}; got {obs!r:.200}"
-            ) from exc
+            self._check_obs(obs)
+        except Rejected as bad:
+            raise rejected(env_id, self._env(env_id), bad, "reset") from None
+        self._write_obs(int(self.buffers.target_rows(env_id)), obs)
+
+    def _check_step(self, env_id: int, obs: Any, reward: Any, terminated: Any, truncated: Any, info: Any) -> None:
+        """The full checks of a step's results (raises if they are bad)."""
+        self._unchecked.discard(env_id)
+        try:
+            self._check_obs(obs)
+            check_reward(reward)
+            check_flag(terminated, "terminated")
+            check_flag(truncated, "truncated")
+            if not isinstance(info, dict):
+                raise Rejected(f"expected info as a dict, got {type(info).__name__}")
+        except Rejected as bad:
+            raise rejected(env_id, self._env(env_id), bad, "step") from None
 
     def _reset_envs(self, ids: np.ndarray, seeds: Sequence[int | None], options: dict | None) -> list[dict]:
         infos = []
@@ -88,16 +139,26 @@ class GymEngine(Engine):
             except Exception as exc:
                 raise env_error(env_id, exc) from exc
             self._store(env_id, obs)
+            self._unchecked.add(env_id)
+            if type(info) is not dict:
+                bad = Rejected(f"expected info as a dict, got {type(info).__name__}")
+                raise rejected(env_id, self._env(env_id), bad, "reset")
             infos.append(info)
         return infos
 
     def _step_envs(self, ids: np.ndarray, actions: np.ndarray) -> list[dict]:
-        # The hot loop: a few Python operations per env beyond env.step itself (observation shapes were checked
-        # when the envs were reset; try costs nothing until an env raises).
+        # The hot loop: a few Python operations per env beyond env.step itself. What an env returns gets the full
+        # checks (shoal.vector.outputs) on the first step of each episode (its reset was checked too); on every
+        # step, an array observation must be exactly the buffer's kind (else it would be broadcast or cast without
+        # a word) and a reward not None (else NaN): ~0.1 us, where every check on every step cost a cheap env 10%.
         b = self.buffers
         envs, first = self.envs, self.env_ids.start
         write_obs, rewards, terms, truncs = self._write_obs, b.rewards, b.terminations, b.truncations
-        if self._action.structured:
+        unchecked, scalars = self._unchecked, self._scalars
+        finals = self._finals if self.autoreset_mode is AutoresetMode.SAME_STEP else None
+        plain, ndarray = self._plain is not None, np.ndarray
+        shape, dtype = self._plain if plain else ((), None)
+        if self._action.structured and isinstance(actions, np.ndarray):
             actions = [self._action.item(actions, row) for row in range(len(ids))]
         infos = []
         for env_id, row, action in zip(ids.tolist(), b.target_rows(ids).tolist(), actions):
@@ -105,12 +166,32 @@ class GymEngine(Engine):
                 obs, reward, terminated, truncated, info = envs[env_id - first].step(action)
             except Exception as exc:
                 raise env_error(env_id, exc) from exc
-            write_obs(row, obs)
-            rewards[env_id] = reward
-            terms[env_id] = terminated
-            truncs[env_id] = truncated
+            if (
+                env_id in unchecked
+                or reward is None
+                or (
+                    plain
+                    and (type(obs) is not ndarray or obs.shape != shape or obs.dtype is not dtype)
+                    and type(obs) not in scalars
+                )
+            ):
+                self._check_step(env_id, obs, reward, terminated, truncated, info)
+            try:
+                write_obs(row, obs)
+                rewards[env_id] = reward
+                terms[env_id] = terminated
+                truncs[env_id] = truncated
+            except Exception as exc:  # what the fast test let through and numpy refused: say which env and why
+                self._check_step(env_id, obs, reward, terminated, truncated, info)
+                raise env_error(env_id, exc) from exc
+            if finals is not None and (terminated or truncated):
+                finals[env_id] = obs
             infos.append(info)
         return infos
+
+    def _final_obs(self, env_id: int) -> Any:
+        """What the env returned when its episode ended, as Gymnasium's ``info["final_obs"]`` holds it."""
+        return self._finals.pop(env_id)
 
     def call(self, ids: np.ndarray, name: str, args: tuple, kwargs: dict) -> list[Any]:
         results = []

@@ -75,9 +75,9 @@ class Link:
     def post(self, group: int, message: bytes = b"") -> None:
         """Post a command: step the host's group ``group`` (its index among the host's groups), or, with
         ``group == ON_PIPE``, the pickled command ``message``."""
-        if group == ON_PIPE:
-            self.channel.send(message)  # on the pipe before it is posted: the worker reads it when it sees the post
         self.post_steps((group,))
+        if group == ON_PIPE:  # posted first: a message larger than the pipe is written while the worker reads it
+            self.channel.send(message)
 
     def post_steps(self, groups: Sequence[int]) -> None:
         """Post one command per group of ``groups`` (indices among the host's groups): step it. The worker sees
@@ -119,8 +119,6 @@ class Link:
     def answer(self, message: bytes) -> None:
         """Answer the oldest unanswered command: ``message``, or ``b""`` (nothing to report)."""
         counters = self.counters
-        if message:
-            self.channel.send(message)
         counters.store(self._answers + self.sent % self.ring, ON_PIPE if message else 0)
         self.sent += 1
         counters.store(self._done, self.sent)
@@ -128,6 +126,8 @@ class Link:
         mark = counters.load(PARENT_ASLEEP)
         if mark and events >= mark:
             counters.wake(EVENTS)
+        if message:  # after the answer is posted: the parent reads the pipe while a large message is written
+            self.channel.send(message)
 
 
 def wait(

@@ -23,16 +23,14 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
-import pickle
 import time
 from collections import deque
 from itertools import islice
 from typing import Any, Sequence
 
-import cloudpickle
 from gymnasium.vector import AutoresetMode
 
-from shoal.errors import EnvError, WorkerDiedError
+from shoal.errors import ConfigError, EnvError, WorkerDiedError
 from shoal.vector import _worker
 from shoal.vector.buffers import BufferSpec
 from shoal.vector._counters import Counters
@@ -49,7 +47,7 @@ from shoal.vector.link import (
     wait,
 )
 from shoal.vector.engine import Command, Op
-from shoal.vector.transport import EngineFactory, Transport, raise_first
+from shoal.vector.transport import EngineFactory, Transport, command_text, pickled, raise_first, timed_out
 
 _CLOSE_GRACE_S = 2.0
 _DEFAULT_SPIN_US = 100.0
@@ -86,6 +84,11 @@ class MultiprocessingTransport(Transport):
         if spin_us is None:
             spin_us = _DEFAULT_SPIN_US if processes <= (os.cpu_count() or 1) else 0.0
         self._spin_s = spin_us / 1e6
+        if context is not None and context not in mp.get_all_start_methods():
+            raise ConfigError(
+                f"context must be None (the platform's default) or one of {mp.get_all_start_methods()}, got "
+                f"{context!r}"
+            )
         ctx = mp.get_context(context)
         self._memory = ctx.RawArray("b", max(spec.nbytes, 1))
         self.buffers = spec.view(self._memory)
@@ -102,7 +105,7 @@ class MultiprocessingTransport(Transport):
         self._waits: dict[tuple[int, ...], tuple[list[Link], list[Channel], Poller]] = {}  # see _wait()
         self._next_check = 0.0  # when _wait looks for dead hosts next
         self._plans: dict[tuple[int, ...], list[tuple[int, list[int], list[int]]]] = {}  # see step()
-        factory_bytes = cloudpickle.dumps(factory)
+        factory_bytes = pickled(factory, "the env constructors (to start the worker processes)")
         try:
             for host, members in enumerate(self.hosts):
                 if inline and host == 0:
@@ -118,7 +121,7 @@ class MultiprocessingTransport(Transport):
                 proc.start()
                 child_end.close()
                 self._procs[host], self._queued[host] = proc, deque()
-                self._links[host] = Link(Channel(parent_end), self._counters, host, ring)
+                self._links[host] = Link(Channel(parent_end, draining=True), self._counters, host, ring)
             if inline:
                 self._engine = factory(self.groups[0], self.buffers, autoreset_mode)
             for host, link in self._links.items():  # each worker says it is ready, or why not
@@ -135,9 +138,14 @@ class MultiprocessingTransport(Transport):
     # -- moving data -----------------------------------------------------------------------------------------------
 
     def dispatch(self, commands: dict[int, Command]) -> None:
-        for group, command in commands.items():
-            if not (self._inline and group == 0):
-                self._send(group, command)
+        messages = {  # every message pickled before any is sent: one that cannot be leaves no host out of step
+            group: None if command.op is Op.STEP and command.payload is None
+            else pickled(command, command_text(command))
+            for group, command in commands.items()
+            if not (self._inline and group == 0)
+        }
+        for group, message in messages.items():
+            self._send(group, message)
         if self._inline and 0 in commands:  # step our own share while the workers step theirs
             try:
                 self._answers[0] = (True, self._engine.execute(commands[0]))
@@ -165,23 +173,27 @@ class MultiprocessingTransport(Transport):
                 raise self._died(host) from None
             self._queued[host].extend(members)
 
-    def collect(self, groups: Sequence[int]) -> list[tuple[int, Any]]:
+    def collect(self, groups: Sequence[int], timeout: float | None = None) -> list[tuple[int, Any]]:
+        deadline = None if timeout is None else time.monotonic() + timeout
         for group in groups:
             while group not in self._answers:
                 host = self.host_of[group]
                 if group not in self._queued[host]:
                     raise RuntimeError(f"collect: group {group} was sent no command to answer")
-                self._wait((host,), 1)
+                if not self._wait((host,), 1, deadline):
+                    raise timed_out(timeout, "wait")
                 self._read(host)
         return raise_first([(group, self._answers.pop(group)) for group in groups])
 
-    def collect_any(self, count: int) -> list[tuple[int, Any]]:
+    def collect_any(self, count: int, timeout: float | None = None) -> list[tuple[int, Any]]:
+        deadline = None if timeout is None else time.monotonic() + timeout
         answers = self._answers
         owing = self._read_available()
         while len(answers) < count:
             if not owing:
                 raise RuntimeError(f"collect_any: {count} answers wanted, {len(answers)} can come")
-            self._wait(owing, count - len(answers))
+            if not self._wait(owing, count - len(answers), deadline):
+                raise timed_out(timeout, "wait")
             owing = self._read_available()
         return raise_first([(group, answers.pop(group)) for group in list(islice(answers, count))])
 
@@ -196,23 +208,25 @@ class MultiprocessingTransport(Transport):
                     owing.append(host)
         return tuple(owing)
 
-    def _send(self, group: int, command: Command) -> None:
+    def _send(self, group: int, message: bytes | None) -> None:
+        """Post a pickled command to ``group``'s host, or (``message`` None) a step of it."""
         host = self.host_of[group]
         try:
-            if command.op is Op.STEP:
+            if message is None:
                 self._links[host].post(self._local[group])
             else:
-                self._links[host].post(ON_PIPE, pickle.dumps(command, protocol=pickle.HIGHEST_PROTOCOL))
+                self._links[host].post(ON_PIPE, message)
         except (BrokenPipeError, ConnectionResetError, EOFError):
             raise self._died(host) from None
         self._queued[host].append(group)
 
-    def _wait(self, hosts: tuple[int, ...], count: int) -> None:
+    def _wait(self, hosts: tuple[int, ...], count: int, deadline: float | None = None) -> bool:
         """Wait until ``hosts`` (each owing answers) have ``count`` more answers between them than have been read,
-        or one of them is found dead (its groups get their answers: errors). Looks for dead hosts every
-        :data:`~shoal.vector.link.PEER_CHECK_S` at most, so that a dead one is found even while others answer."""
+        or one of them is found dead (its groups get their answers: errors); False if ``deadline`` (a
+        ``time.monotonic()`` value) came first. Looks for dead hosts every :data:`~shoal.vector.link.PEER_CHECK_S`
+        at most, so that a dead one is found even while others answer."""
         if not hosts:
-            return
+            return True
         waiting = self._waits.get(hosts)
         if waiting is None:  # the links, their pipes and a poller over them, kept per set of hosts (few recur)
             if len(self._waits) > 256:
@@ -228,7 +242,7 @@ class MultiprocessingTransport(Transport):
             for index in dead:
                 self._fail(hosts[index], self._died(hosts[index]))
             if dead:
-                return
+                return True
 
         def missing() -> int:
             have = 0
@@ -236,10 +250,12 @@ class MultiprocessingTransport(Transport):
                 have += link.available()
             return max(0, count - have)
 
+        timeout = None if deadline is None else max(0.0, deadline - now)
         try:
-            wait(self._counters, EVENTS, PARENT_ASLEEP, missing, channels, self._spin_s, None, poller)
+            return wait(self._counters, EVENTS, PARENT_ASLEEP, missing, channels, self._spin_s, timeout, poller)
         except PeerClosed as closed:
             self._fail(hosts[closed.index], self._died(hosts[closed.index]))
+            return True
 
     def _read(self, host: int) -> None:
         """Read the next answer of ``host``: it belongs to the group it was sent a command for first."""
@@ -272,13 +288,19 @@ class MultiprocessingTransport(Transport):
 
     # -- shutdown --------------------------------------------------------------------------------------------------
 
-    def close(self) -> None:
+    def close(self, terminate: bool = False) -> None:
         for link in self._links.values():
+            if terminate:
+                break
             try:
                 link.post(ON_PIPE, _worker.CLOSE)
             except OSError:  # already dead: nothing to tell it
                 continue
+        for link in self._links.values():  # a worker still writing an answer nobody will read gets EPIPE and exits;
+            link.channel.close()  # the others read CLOSE, which the pipe keeps for them
         for proc in self._procs.values():
+            if terminate:
+                proc.terminate()
             proc.join(timeout=_CLOSE_GRACE_S)
             if proc.is_alive():
                 proc.terminate()
@@ -286,8 +308,6 @@ class MultiprocessingTransport(Transport):
             if proc.is_alive():
                 proc.kill()
                 proc.join()
-        for link in self._links.values():
-            link.channel.close()
         self._procs, self._links, self._queued, self._answers, self._waits = {}, {}, {}, {}, {}
         engine, self._engine = self._engine, None
         if engine is not None:

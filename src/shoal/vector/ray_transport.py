@@ -25,7 +25,7 @@ from shoal.errors import MissingDependencyError, WorkerDiedError
 from shoal.vector import _worker
 from shoal.vector.buffers import Buffers, BufferSpec
 from shoal.vector.engine import Command, Op
-from shoal.vector.transport import EngineFactory, Transport, raise_first
+from shoal.vector.transport import EngineFactory, Transport, command_text, pickled, raise_first, timed_out
 
 _CLOSE_GRACE_S = 5.0
 _START_S = 120.0  # actors that are not up by then will not be
@@ -80,7 +80,7 @@ class EngineHost:
         if actions is not None:
             self.buffers.actions[group.start : group.stop] = actions
         try:
-            reply = _worker.reply(self.engine.execute(command))
+            reply = _worker.reply(self.engine.execute(command), command.ids)
         except BaseException as exc:
             reply = _worker.error_reply(exc)
         return reply, rows_of(self.buffers, group)
@@ -133,7 +133,7 @@ class RayTransport(Transport):
             # No CPU reservation: a reserved CPU per actor would leave the actors of a second vector env unplaced
             # (waiting forever) once the first one holds every CPU; the OS shares the cores, as with processes.
             host = ray.remote(EngineHost).options(num_cpus=0, scheduling_strategy="SPREAD", max_restarts=0)
-            factory_bytes = cloudpickle.dumps(factory)
+            factory_bytes = pickled(factory, "the env constructors (to start the Ray actors)")
             spans = [self.host_ids(h) for h in range(len(self.hosts))]
             self._actors = [host.remote(factory_bytes, s.start, s.stop, spec, autoreset_mode) for s in spans]
             firsts = [members[0] for members in self.hosts]
@@ -146,12 +146,20 @@ class RayTransport(Transport):
     # -- moving data -----------------------------------------------------------------------------------------------
 
     def dispatch(self, commands: dict[int, Command]) -> None:
+        for command in commands.values():  # before any is sent: one that cannot be leaves no actor out of step
+            if command.op is not Op.STEP or command.payload is not None:
+                pickled(command, command_text(command))
         for group, command in commands.items():
             ids = self.groups[group]
             actions = self.buffers.actions[ids.start : ids.stop] if command.op is Op.STEP else None
             self._in_flight[group] = self._actors[self.host_of[group]].execute.remote(command, actions, ids)
 
-    def collect(self, groups: Sequence[int]) -> list[tuple[int, Any]]:
+    def collect(self, groups: Sequence[int], timeout: float | None = None) -> list[tuple[int, Any]]:
+        if timeout is not None:
+            pending = [self._in_flight[g] for g in groups]
+            _, not_ready = self._ray.wait(pending, num_returns=len(pending), timeout=timeout)
+            if not_ready:
+                raise timed_out(timeout, "wait")
         refs = [self._in_flight.pop(g) for g in groups]
         answers = []
         for group, (reply, rows) in zip(groups, self._get(refs, groups)):
@@ -159,9 +167,11 @@ class RayTransport(Transport):
             answers.append((group, _worker.decode(reply)))
         return raise_first(answers)
 
-    def collect_any(self, count: int) -> list[tuple[int, Any]]:
+    def collect_any(self, count: int, timeout: float | None = None) -> list[tuple[int, Any]]:
         group_of = {ref: g for g, ref in self._in_flight.items()}
-        ready, _ = self._ray.wait(list(group_of), num_returns=count)
+        ready, _ = self._ray.wait(list(group_of), num_returns=count, timeout=timeout)
+        if len(ready) < count:
+            raise timed_out(timeout, "wait")
         return self.collect([group_of[ref] for ref in ready])
 
     def _get(self, refs: list[Any], groups: Sequence[int], timeout: float | None = None) -> list[Any]:
@@ -196,11 +206,12 @@ class RayTransport(Transport):
 
     # -- shutdown --------------------------------------------------------------------------------------------------
 
-    def close(self) -> None:
+    def close(self, terminate: bool = False) -> None:
         actors, self._actors, self._in_flight = self._actors, [], {}
-        if actors:
+        if actors and not terminate:
             closing = [a.close.remote() for a in actors]
             self._ray.wait(closing, num_returns=len(closing), timeout=_CLOSE_GRACE_S)
+        if actors:
             for actor in actors:  # any that did not exit in time (hung, or already dead)
                 self._ray.kill(actor)
         if self._local:

@@ -38,15 +38,15 @@ class SerialTransport(Transport):
                 self._done[group] = (False, exc)
             self._order.append(group)
 
-    def collect(self, groups: Sequence[int]) -> list[tuple[int, Any]]:
+    def collect(self, groups: Sequence[int], timeout: float | None = None) -> list[tuple[int, Any]]:
         for group in groups:
             self._order.remove(group)
         return raise_first([(g, self._done.pop(g)) for g in groups])
 
-    def collect_any(self, count: int) -> list[tuple[int, Any]]:
+    def collect_any(self, count: int, timeout: float | None = None) -> list[tuple[int, Any]]:
         return self.collect([self._order[i] for i in range(count)])
 
-    def close(self) -> None:
+    def close(self, terminate: bool = False) -> None:
         engines, self.engines = self.engines, []
         for engine in engines:
             engine.close()

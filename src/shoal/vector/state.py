@@ -20,7 +20,8 @@ class AsyncState(Enum):
     WAITING_CALL = "call"
 
 
-_STARTERS = {"recv": "send()", "reset_wait": "reset_async()", "call_wait": "call_async()"}
+_STARTERS = {"step_wait": "step_async", "reset_wait": "reset_async", "call_wait": "call_async"}
+_ALIASES = {"send": "step_async", "recv": "step_wait"}  # shoal's names for Gymnasium's step_async / step_wait
 
 
 def check_idle(state: AsyncState, closed: bool, name: str) -> None:
@@ -29,7 +30,8 @@ def check_idle(state: AsyncState, closed: bool, name: str) -> None:
         raise ClosedError(f"{name}: this vector env is closed")
     if state is not AsyncState.DEFAULT:
         raise AlreadyPendingCallError(
-            f"{name}: a {state.value} call is still pending; receive it first (recv()/{state.value}_wait())",
+            f"Calling `{_ALIASES.get(name, name)}` while waiting for a pending call to `{state.value}` to complete; "
+            f"receive it first ({state.value}_wait()" + (" or recv())" if state is AsyncState.WAITING_STEP else ")"),
             state.value,
         )
 
@@ -39,15 +41,14 @@ def check_waiting(state: AsyncState, expected: AsyncState, closed: bool, name: s
     if closed:
         raise ClosedError(f"{name}: this vector env is closed")
     if state is not expected:
-        raise NoAsyncCallError(
-            f"{name}: no pending call to wait for; call {_STARTERS.get(name, '')} first", expected.value
-        )
+        name = _ALIASES.get(name, name)
+        raise NoAsyncCallError(f"Calling `{name}` without any prior call to `{_STARTERS[name]}`.", expected.value)
 
 
-def refuse_timeout(timeout: float | None) -> None:
-    """Gymnasium's ``*_wait(timeout=...)``: shoal waits until the envs answer (a dead worker is reported at once)."""
-    if timeout is not None:
-        raise ConfigError(
-            f"timeout={timeout!r} is not supported: shoal waits until the envs answer (a dead worker is reported "
-            f"at once); pass timeout=None"
-        )
+def check_timeout(timeout: float | None) -> float | None:
+    """Gymnasium's ``*_wait(timeout=...)``: None (wait until the envs answer) or a number of seconds."""
+    if timeout is not None and (
+        isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout < 0
+    ):
+        raise ConfigError(f"timeout must be None or a non-negative number of seconds, got {timeout!r}")
+    return timeout

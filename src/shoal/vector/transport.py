@@ -9,12 +9,15 @@ in the order it was sent them, so a host can step one group while the caller han
 
 from __future__ import annotations
 
+import pickle
 from abc import ABC, abstractmethod
 from typing import Any, Callable, Sequence
 
+import cloudpickle
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
+from shoal.errors import UnpicklableError, WaitTimeoutError
 from shoal.vector.buffers import Buffers, BufferSpec
 from shoal.vector.engine import Command, Engine, Op
 
@@ -63,20 +66,57 @@ class Transport(ABC):
         self.dispatch({g: Command(Op.STEP, self.group_ids[g]) for g in groups})
 
     @abstractmethod
-    def collect(self, groups: Sequence[int]) -> list[tuple[int, Any]]:
+    def collect(self, groups: Sequence[int], timeout: float | None = None) -> list[tuple[int, Any]]:
         """Wait for the dispatched command of each of ``groups``; ``(group, result)`` in the order given.
 
         Raises the first error a group reported (an :class:`~shoal.errors.EnvError` naming the env), after every
-        group asked for has answered, so the backend stays in step.
+        group asked for has answered, so the backend stays in step. Past ``timeout`` seconds (None: no limit),
+        raises :class:`~shoal.errors.WaitTimeoutError` and keeps what it read, so a later call can finish.
         """
 
     @abstractmethod
-    def collect_any(self, count: int) -> list[tuple[int, Any]]:
-        """Wait until ``count`` of the groups in flight have answered; ``(group, result)`` in the order they did."""
+    def collect_any(self, count: int, timeout: float | None = None) -> list[tuple[int, Any]]:
+        """Wait until ``count`` of the groups in flight have answered; ``(group, result)`` in the order they did.
+        ``timeout`` as in :meth:`collect`."""
 
     @abstractmethod
-    def close(self) -> None:
-        """Release engines and processes; idempotent; never hangs."""
+    def close(self, terminate: bool = False) -> None:
+        """Release engines and processes (``terminate``: without letting them finish); idempotent; never hangs."""
+
+
+def pickled(value: Any, what: str) -> bytes:
+    """``value`` pickled to cross to another process (pickle, else cloudpickle for lambdas and closures), or an
+    :class:`~shoal.errors.UnpicklableError` saying that ``what`` cannot be sent."""
+    try:
+        return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception:
+        try:
+            return cloudpickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception as exc:
+            raise UnpicklableError(
+                f"{what} cannot be pickled to send it to the worker processes ({type(exc).__name__}: {exc}); pass "
+                f"picklable values (module-level functions, functools.partial, plain data), or use backend='serial'"
+            ) from exc
+
+
+def command_text(command: Command) -> str:
+    """What a command carries, for an error message."""
+    op, _, payload = command
+    if op is Op.CALL:
+        return f"the arguments of call({payload[0]!r})"
+    if op is Op.SET_ATTR:
+        return f"the value of set_attr({payload[0]!r})"
+    if op is Op.RESET:
+        return "reset(options=...)"
+    return f"the {op.name.lower()} command's payload"
+
+
+def timed_out(timeout: float | None, what: str) -> WaitTimeoutError:
+    """The error for a wait that ran past ``timeout``."""
+    return WaitTimeoutError(
+        f"the call to `{what}` has timed out after {timeout} second(s); the envs are still working: wait again to "
+        f"collect the results, or close() the vector env"
+    )
 
 
 def raise_first(answers: list[tuple[int, tuple[bool, Any]]]) -> list[tuple[int, Any]]:

@@ -1,0 +1,154 @@
+"""Checks of what an env returns (observations, rewards, flags) against its spaces, before anything is written.
+
+numpy would broadcast an observation of shape ``(1,)`` into a ``(4,)`` row, store ``None`` as NaN and cast a float
+frame into ``uint8`` without a word; an env that does any of that is a bug the user must hear about, with the env
+named. So every value is checked on every step, in two tiers: a fast test that the value is exactly what the
+buffer holds (a numpy array of the leaf's shape and dtype; a Python or numpy number for a reward; a bool for a flag:
+a few attribute reads, what well-behaved envs always pass), and only when that fails a full check that accepts
+what casts without loss (a Python int for a Discrete, float64 for a float32 Box, a list of the right shape) and
+raises :class:`~shoal.errors.EnvOutputError` for the rest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Callable
+
+import numpy as np
+from gymnasium import spaces
+
+from shoal.errors import EnvOutputError
+from shoal.spaces import FIXED_LEAVES, Layout
+
+_NUMBERS = (int, float, np.float64, np.float32, np.float16, np.int64, np.int32, np.int16, np.int8, np.uint8,
+            np.uint16, np.uint32, np.uint64)
+_BOOLS = (bool, np.bool_)
+
+
+class Rejected(Exception):
+    """A value does not fit: ``what`` says what was expected and what came."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(what)
+        self.what = what
+
+
+def _describe(value: Any) -> str:
+    if value is None:
+        return "None"
+    if isinstance(value, np.ndarray):
+        return f"an array of shape {value.shape} and dtype {value.dtype}"
+    return f"{type(value).__name__} {value!r:.80}"
+
+
+def scalar_types(dtype: np.dtype, shape: tuple[int, ...]) -> frozenset[type]:
+    """The number types a leaf of ``shape`` (only ``()``: a Discrete, a 0-d Box) and ``dtype`` may also come as,
+    which store without loss: its numpy scalar and the Python number of its kind."""
+    if shape:
+        return frozenset()
+    python = {int} if dtype.kind in "iu" else {float} if dtype.kind == "f" else set()
+    return frozenset({dtype.type} | python)
+
+
+def leaf_check(space: spaces.Space) -> Callable[[Any], Any]:
+    """``check(value)``: ``value`` itself if it can be stored in a record of ``space`` (a fixed-size leaf) without
+    loss, else :class:`Rejected`."""
+    dtype = np.dtype(space.dtype)
+    shape = tuple(space.shape)
+    integer = dtype.kind in "iub"
+    scalars = scalar_types(dtype, shape)
+
+    def full(value: Any) -> Any:
+        if value is None:
+            raise Rejected(f"expected a value of {space}, got None")
+        array = np.asarray(value)
+        if array.dtype == object or array.dtype.kind not in "biuf":
+            raise Rejected(f"expected numbers of dtype {dtype} for {space}, got {_describe(value)}")
+        if array.shape != shape:
+            raise Rejected(f"expected shape {shape} for {space}, got {_describe(value)}")
+        if array.dtype != dtype:
+            if not np.can_cast(array.dtype, dtype, casting="same_kind"):
+                raise Rejected(f"expected dtype {dtype} for {space}, got {_describe(value)}, which would be cast")
+            if integer and array.size and array.dtype.kind in "iu":
+                info = np.iinfo(dtype) if dtype.kind != "b" else None
+                low, high = (0, 1) if info is None else (info.min, info.max)
+                if array.min() < low or array.max() > high:
+                    raise Rejected(f"expected values in [{low}, {high}] (dtype {dtype}) for {space}, got "
+                                   f"{_describe(value)} with values up to {array.max()}")
+        return value
+
+    def check(value: Any) -> Any:
+        if type(value) is np.ndarray and value.shape == shape and value.dtype == dtype or type(value) in scalars:
+            return value  # what a well-behaved env returns: nothing more to look at
+        return full(value)
+
+    return check
+
+
+def observation_check(layout: Layout) -> Callable[[Any], None]:
+    """``check(obs)`` for one observation of ``layout.space``: :class:`Rejected` if it would not be stored as is
+    (containers must hold their keys/items; fixed-size leaves as in :func:`leaf_check`; loose leaves are taken as
+    they come, as Gymnasium does)."""
+    return _container_check(layout.space, ())
+
+
+def _container_check(space: spaces.Space, path: tuple) -> Callable[[Any], None]:
+    where = "".join(f"[{key!r}]" for key in path)
+    if isinstance(space, FIXED_LEAVES):
+        leaf = leaf_check(space)
+
+        def check_leaf(value: Any) -> None:
+            try:
+                leaf(value)
+            except Rejected as bad:
+                raise Rejected(f"observation{where}: {bad.what}") from None
+
+        return check_leaf
+    if isinstance(space, spaces.Dict):
+        subs = {key: _container_check(sub, path + (key,)) for key, sub in space.spaces.items()}
+        keys = set(subs)
+
+        def check_dict(value: Any) -> None:
+            if not isinstance(value, Mapping) or set(value) != keys:
+                got = sorted(value) if isinstance(value, Mapping) else _describe(value)
+                raise Rejected(f"observation{where}: expected a dict with keys {sorted(keys)}, got {got}")
+            for key, sub in subs.items():
+                sub(value[key])
+
+        return check_dict
+    if isinstance(space, spaces.Tuple):
+        items = [_container_check(sub, path + (i,)) for i, sub in enumerate(space.spaces)]
+
+        def check_tuple(value: Any) -> None:
+            if not isinstance(value, (tuple, list)) or len(value) != len(items):
+                raise Rejected(f"observation{where}: expected a tuple of {len(items)} items, got {_describe(value)}")
+            for sub, item in zip(items, value):
+                sub(item)
+
+        return check_tuple
+    return lambda value: None  # a loose leaf (Text, Graph, custom): carried as it is
+
+
+def check_reward(reward: Any) -> None:
+    """:class:`Rejected` unless ``reward`` is one real number."""
+    if type(reward) in _NUMBERS:
+        return
+    if isinstance(reward, (np.ndarray, np.generic)) and reward.shape == () and reward.dtype.kind in "iuf":
+        return
+    raise Rejected(f"expected the reward as one real number, got {_describe(reward)}")
+
+
+def check_flag(flag: Any, name: str) -> None:
+    """:class:`Rejected` unless ``flag`` is a bool (Python's or numpy's)."""
+    if type(flag) in _BOOLS:
+        return
+    if isinstance(flag, (np.ndarray, np.generic)) and flag.shape == () and flag.dtype == np.bool_:
+        return
+    raise Rejected(f"expected {name} as a bool, got {_describe(flag)}")
+
+
+def rejected(env_id: int, env: Any, bad: Rejected, during: str) -> EnvOutputError:
+    """The error for env ``env_id`` (``env``) returning ``bad`` data from ``during`` (``"step"``, ``"reset"``)."""
+    spec = getattr(env, "spec", None)
+    name = getattr(spec, "id", None) or type(getattr(env, "unwrapped", env)).__name__
+    return EnvOutputError(f"env {env_id} ({name}) returned bad data from {during}(): {bad.what}", env_id=env_id)

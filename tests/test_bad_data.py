@@ -1,0 +1,138 @@
+"""Bad data from a user's env, and bad input from a user, are typed errors that name the env, what was expected and
+what came: never silently corrupted output."""
+
+from __future__ import annotations
+
+import functools
+import threading
+import warnings
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from fakes import BadDataEnv, FaultyEnv, SpaceEnv
+
+import shoal
+from shoal import errors
+
+BAD_STEPS = [
+    ("obs_shape", r"observation: expected shape \(4,\) for Box\(.*\), got an array of shape \(1,\)"),
+    ("obs_scalar", r"observation: expected shape \(4,\) for Box\(.*\), got float 0.5"),
+    ("obs_none", r"observation: expected a value of Box\(.*\), got None"),
+    ("obs_float_for_uint8", r"observation: expected dtype uint8 for Box\(.*\), got an array of .* dtype float64"),
+    ("reward_none", r"expected the reward as one real number, got None"),
+    ("reward_array", r"expected the reward as one real number, got an array of shape \(2,\)"),
+    ("terminated_none", r"expected terminated as a bool, got None"),
+    ("info_list", r"expected info as a dict, got list"),
+    ("dict_missing_key", r"observation: expected a dict with keys \['id', 'pos'\], got \['pos'\]"),
+    ("dict_leaf_shape", r"observation\['pos'\]: expected shape \(2,\) for Box\(.*\), got an array of shape \(3,\)"),
+]
+
+
+EVERY_STEP = {"obs_shape", "obs_scalar", "obs_none", "obs_float_for_uint8", "reward_none", "reward_array"}
+
+
+def _fns(kind, at):
+    return [functools.partial(BadDataEnv, kind, at=100)] * 2 + [functools.partial(BadDataEnv, kind, at=at)] * 2
+
+
+@pytest.mark.parametrize("kind,match", BAD_STEPS, ids=[k for k, _ in BAD_STEPS])
+def test_bad_step_results_name_the_env(backend, kind, match):
+    # everything is checked in full on the first step of each episode; array observations and None rewards on
+    # every step (later steps of an episode here)
+    at = 3 if kind in EVERY_STEP else 1
+    with shoal.make(_fns(kind, at=at), **backend) as envs:
+        envs.reset(seed=0)
+        for _ in range(at - 1):
+            envs.step(np.zeros(4, np.int64))
+        prefix = r"env 2 \(BadDataEnv\) returned bad data from step\(\): "
+        with pytest.raises(errors.EnvOutputError, match=prefix + match):
+            envs.step(np.zeros(4, np.int64))
+
+
+def test_dict_observations_are_checked_on_each_episodes_first_step():
+    fns = [functools.partial(BadDataEnv, "dict_leaf_shape", at=1, episode=2, length=3)] * 2
+    with shoal.make(fns, num_workers=2) as envs:
+        envs.reset(seed=0)
+        for _ in range(8):  # two episodes of 3 steps, each followed by its autoreset step
+            envs.step(np.zeros(2, np.int64))
+        with pytest.raises(errors.EnvOutputError, match=r"env 0 \(BadDataEnv\) .* observation\['pos'\]: expected"):
+            envs.step(np.zeros(2, np.int64))
+
+
+@pytest.mark.parametrize("kind", ["obs_shape", "obs_none", "obs_float_for_uint8", "dict_leaf_shape"])
+def test_bad_reset_observations_name_the_env(kind):
+    with shoal.make(_fns(kind, at=0), num_workers=2) as envs:
+        with pytest.raises(errors.EnvOutputError, match=r"env 2 \(BadDataEnv\) returned bad data from reset\(\)"):
+            envs.reset(seed=0)
+
+
+def test_what_casts_without_loss_is_accepted():
+    """Python numbers for a Discrete, float64 for a float32 Box, numpy bools and ints: taken as Gymnasium takes them."""
+    with shoal.make(functools.partial(SpaceEnv, "discrete", "discrete"), 3, backend="serial") as envs:
+        envs.reset(seed=0)
+        for _ in range(20):
+            envs.step(np.zeros(3, np.int64))
+    with shoal.make("Pendulum-v1", 2, num_workers=2) as envs:  # float64 internals, float32 space
+        envs.reset(seed=0)
+        envs.step(np.zeros((2, 1), np.float32))
+
+
+def test_unpicklable_info_names_the_env():
+    with shoal.make(_fns("info_unpicklable", at=1), num_workers=2, inline=False) as envs:
+        envs.reset(seed=0)
+        with pytest.raises(errors.EnvOutputError, match=r"env 2 returned an info that cannot be pickled"):
+            envs.step(np.zeros(4, np.int64))
+
+
+def test_env_exceptions_keep_their_type(backend):
+    """Code written against Gymnasium catches the env's own exception type; shoal's error still names the env."""
+    fns = [functools.partial(FaultyEnv, at=100)] * 3 + [functools.partial(FaultyEnv, at=2)]
+    with shoal.make(fns, **backend) as envs:
+        envs.reset(seed=0)
+        envs.step(np.zeros(4, np.int64))
+        with pytest.raises(ValueError, match=r"env 3 raised ValueError: the env broke on purpose") as caught:
+            envs.step(np.zeros(4, np.int64))
+    assert isinstance(caught.value, errors.EnvError) and caught.value.env_id == 3
+    assert "the env broke on purpose" in caught.value.remote_traceback
+
+
+def test_config_errors_say_what_to_do():
+    fns = [functools.partial(SpaceEnv, "box_f32", "discrete")] * 2
+    with pytest.raises(errors.ConfigError, match=r"context must be None \(the platform's default\) or one of \["):
+        shoal.make(fns, context="bogus")
+    lock = threading.Lock()
+    with pytest.raises(errors.UnpicklableError, match=r"the env constructors \(to start the worker processes\) cannot"):
+        shoal.make([lambda: (lock, SpaceEnv())[1]] * 2, context="spawn")
+    with shoal.make(fns, num_workers=2, inline=False) as envs:
+        envs.reset(seed=0)
+        with pytest.raises(errors.UnpicklableError, match=r"the arguments of call\('scaled'\) cannot be pickled"):
+            envs.call("scaled", lock)
+        with pytest.raises(errors.UnpicklableError, match=r"the value of set_attr\('tag'\) cannot be pickled"):
+            envs.set_attr("tag", lock)
+        with pytest.raises(errors.UnpicklableError, match=r"reset\(options=...\) cannot be pickled"):
+            envs.reset(options={"note": lock})
+        # nothing was sent: the env is in step and usable
+        assert envs.call("scaled", 2) == (0, 0)
+        envs.reset(seed=1)
+        envs.step(np.zeros(2, np.int64))
+
+
+def test_foreign_envs_say_what_they_are():
+    pettingzoo = pytest.importorskip("pettingzoo")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # PettingZoo deprecates importing an env module
+        from pettingzoo.classic import rps_v2
+
+    with pytest.raises(errors.ConfigError, match=r"is a PettingZoo ParallelEnv \(a multi-agent env\)"):
+        shoal.make(rps_v2.parallel_env, 2, backend="serial")
+    with pytest.raises(errors.ConfigError, match=r"is a PettingZoo AECEnv \(a multi-agent env\)"):
+        shoal.make(rps_v2.env, 2, backend="serial")
+    assert pettingzoo.__version__
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        gym_old = pytest.importorskip("gym")
+    with pytest.raises(errors.ConfigError, match=r"is an env of the old `gym` package; shoal needs a gymnasium.Env"):
+        shoal.make(lambda: gym_old.make("CartPole-v1"), 2, backend="serial")
+    with pytest.raises(errors.ConfigError, match=r"env is a TimeLimit instance; .* pass a callable"):
+        shoal.make(gym.make("CartPole-v1"), 2)

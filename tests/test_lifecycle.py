@@ -1,0 +1,160 @@
+"""Nothing hangs, leaks or writes into memory it no longer owns: messages of any size in both directions, vector envs
+dropped without close(), an interpreter exiting with envs open, and *_wait(timeout=...) as in Gymnasium."""
+
+from __future__ import annotations
+
+import functools
+import gc
+import multiprocessing as mp
+import subprocess
+import sys
+import textwrap
+import time
+
+import gymnasium as gym
+import numpy as np
+import psutil
+import pytest
+from fakes import BigInfoEnv, LooseSpaceEnv, SlowEnv
+
+import shoal
+from shoal.errors import AlreadyPendingCallError, WaitTimeoutError
+
+
+def test_large_call_results_and_render_on_every_backend(backend):
+    """A 4 MB result per env (two envs per worker: 8 MB in one answer) and full-size RGB frames."""
+    with shoal.make(functools.partial(LooseSpaceEnv, "text", "text"), 4, **backend) as envs:
+        envs.reset(seed=0)
+        results = envs.call("big", 4)
+        assert [r.nbytes for r in results] == [4 * 2**20] * 4 and all((r == 0).all() for r in results)
+        envs.set_attr("payload", [np.full(2**20, i, np.float64) for i in range(4)])  # 8 MB the other way
+        assert [float(p[-1]) for p in envs.get_attr("payload")] == [0.0, 1.0, 2.0, 3.0]
+    pytest.importorskip("pygame")
+    fns = [functools.partial(gym.make, "CartPole-v1", render_mode="rgb_array")] * 3
+    with shoal.make(fns, **backend) as envs:
+        refs = [fn() for fn in fns]
+        envs.reset(seed=4)
+        for i, ref in enumerate(refs):
+            ref.reset(seed=4 + i)
+        frames = envs.render()
+        assert len(frames) == 3
+        for frame, ref in zip(frames, refs):
+            np.testing.assert_array_equal(frame, ref.render())
+            assert frame.shape == (400, 600, 3)
+            ref.close()
+
+
+@pytest.mark.timeout(60)
+def test_large_messages_crossing_in_asynchronous_mode():
+    """A partial reset carrying 1 MB of options goes to a worker while its other group answers with 1 MB of infos."""
+    with shoal.make(BigInfoEnv, 4, num_workers=2, batch_size=2, context="fork") as envs:
+        obs, info = envs.reset(seed=0)
+        options_blob = np.ones(2**17)
+        for t in range(20):
+            envs.send(np.ones(2, np.int64))
+            obs, rew, term, trunc, info = envs.recv()
+            stepped = info.get("_blob", np.zeros(2, bool))  # the first batch comes back from the reset
+            assert t == 0 or stepped.all()
+            assert all(float(blob[0]) == o[0] for blob, o, s in zip(info.get("blob", []), obs, stepped) if s)
+            mask = np.zeros(4, bool)
+            mask[info["env_id"]] = True
+            obs, info = envs.reset(options={"reset_mask": mask, "blob": options_blob})
+            assert (info["echo"] == options_blob.sum()).all()
+
+
+def _rawarray_stays_zero(size: int, seconds: float) -> bool:
+    """Allocate shared blocks of ``size`` bytes for ``seconds`` (the allocator hands out freed memory first)."""
+    blocks, end = [], time.monotonic() + seconds
+    while time.monotonic() < end:
+        blocks.append(mp.RawArray("b", size))
+        time.sleep(0.01)
+    time.sleep(0.2)  # a worker still running would have written by now
+    return all(not any(memoryview(b).cast("B")) for b in blocks)
+
+
+@pytest.mark.parametrize("batch_size", [None, 2], ids=["sync", "async"])
+def test_dropped_env_stops_its_workers_and_never_writes_again(batch_size):
+    envs = shoal.make(functools.partial(SlowEnv, 0.001), 4, num_workers=2, batch_size=batch_size, inline=False)
+    envs.reset(seed=0)
+    envs.send(np.zeros(envs.batch_size, np.int64))  # workers busy with a step (and, async, with queued groups)
+    workers = [psutil.Process(p.pid) for p in envs._transport._procs.values()]
+    size = envs._transport._memory._length if hasattr(envs._transport._memory, "_length") else len(
+        memoryview(envs._transport._memory).cast("B"))
+    del envs
+    gc.collect()
+    start = time.monotonic()
+    _, alive = psutil.wait_procs(workers, timeout=1.0)
+    assert not alive, f"workers outlived their dropped vector env: {alive}"
+    assert time.monotonic() - start < 1.0
+    assert _rawarray_stays_zero(size, 0.5), "memory handed out again was written by a worker"
+
+
+def test_interpreter_exits_with_envs_left_open():
+    """Non-daemon workers and an env never closed: the interpreter still exits promptly, leaving no process."""
+    code = textwrap.dedent(
+        """
+        import numpy as np, shoal
+        envs = shoal.make("CartPole-v1", 4, num_workers=2, daemon=False, inline=False)
+        envs.reset(seed=0)
+        envs.send(np.zeros(4, np.int64))
+        print(*[p.pid for p in envs._transport._procs.values()])
+        """
+    )
+    start = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    assert time.monotonic() - start < 20
+    pids = [int(p) for p in done.stdout.split()]
+    assert len(pids) == 2
+    _, alive = psutil.wait_procs([psutil.Process(p) for p in pids if psutil.pid_exists(p)], timeout=3)
+    assert not alive
+
+
+@pytest.mark.parametrize("batch_size", [None, 2], ids=["sync", "async"])
+def test_step_reset_call_timeouts_keep_the_env_usable(batch_size):
+    fn = functools.partial(SlowEnv, 0.15, reset_delay=0.3)
+    with shoal.make(fn, 4, num_workers=2, batch_size=batch_size, inline=False) as envs, shoal.make(
+        fn, 4, backend="serial"
+    ) as ref:
+        envs.reset_async(seed=1)
+        with pytest.raises(WaitTimeoutError, match=r"`wait` has timed out after 0.05 second") as caught:
+            envs.reset_wait(timeout=0.05)
+        assert isinstance(caught.value, mp.TimeoutError)
+        with pytest.raises(AlreadyPendingCallError, match=r"pending call to `reset`"):
+            envs.step(np.zeros(envs.batch_size, np.int64))
+        obs, info = envs.reset_wait()
+        ref_obs, _ = ref.reset(seed=1)
+        ids = info.get("env_id", np.arange(4))
+        np.testing.assert_array_equal(obs, ref_obs[ids])
+
+        actions = np.arange(4) % 5
+        if batch_size:  # the envs reset but not handed out come back first, without stepping: step them too
+            envs.step(actions[ids])
+            envs.step_async(actions[np.setdiff1d(np.arange(4), ids)])
+        else:
+            envs.step_async(actions)
+        with pytest.raises(mp.TimeoutError):
+            envs.step_wait(timeout=0.01)
+        obs, rew, *_, info = envs.step_wait(timeout=10)  # the same step, collected
+        ref_obs, ref_rew, *_ = ref.step(actions)
+        got = info.get("env_id", np.arange(4))
+        np.testing.assert_array_equal(obs, ref_obs[got])
+        np.testing.assert_array_equal(rew, ref_rew[got])
+
+        envs.call_async("nap", 0.3)
+        with pytest.raises(WaitTimeoutError):
+            envs.call_wait(timeout=0.05)
+        assert len(envs.call_wait(timeout=10)) == 4
+        envs.step(np.zeros(envs.batch_size, np.int64))  # still usable
+
+
+def test_drop_in_async_returns_at_once_and_times_out():
+    """Gymnasium's AsyncVectorEnv contract: reset_async/step_async return before the envs finish."""
+    envs = shoal.vector.AsyncVectorEnv([functools.partial(SlowEnv, 0.3, reset_delay=0.3)] * 2)
+    start = time.monotonic()
+    envs.reset_async(seed=0)
+    assert time.monotonic() - start < 0.2
+    with pytest.raises(mp.TimeoutError):
+        envs.reset_wait(timeout=0.05)
+    envs.reset_wait()
+    envs.close()

@@ -29,7 +29,7 @@ BAD_STEPS = [
 ]
 
 
-EVERY_STEP = {"obs_shape", "obs_scalar", "obs_none", "obs_float_for_uint8", "reward_none", "reward_array"}
+EVERY_STEP = {"obs_none", "reward_none", "reward_array"}  # caught on any step; the rest on each env's first
 
 
 def _fns(kind, at):
@@ -38,8 +38,8 @@ def _fns(kind, at):
 
 @pytest.mark.parametrize("kind,match", BAD_STEPS, ids=[k for k, _ in BAD_STEPS])
 def test_bad_step_results_name_the_env(backend, kind, match):
-    # everything is checked in full on the first step of each episode; array observations and None rewards on
-    # every step (later steps of an episode here)
+    # everything is checked in full on each env's first step; None observations and rewards, and what numpy cannot
+    # store, on every step
     at = 3 if kind in EVERY_STEP else 1
     with shoal.make(_fns(kind, at=at), **backend) as envs:
         envs.reset(seed=0)
@@ -50,14 +50,15 @@ def test_bad_step_results_name_the_env(backend, kind, match):
             envs.step(np.zeros(4, np.int64))
 
 
-def test_dict_observations_are_checked_on_each_episodes_first_step():
-    fns = [functools.partial(BadDataEnv, "dict_leaf_shape", at=1, episode=2, length=3)] * 2
+def test_dict_observations_are_checked_at_every_reset():
+    fns = [functools.partial(BadDataEnv, "dict_leaf_shape", at=0, episode=2, length=3)] * 2
     with shoal.make(fns, num_workers=2) as envs:
         envs.reset(seed=0)
-        for _ in range(8):  # two episodes of 3 steps, each followed by its autoreset step
+        for _ in range(7):  # two episodes of 3 steps, the first followed by its autoreset step
             envs.step(np.zeros(2, np.int64))
-        with pytest.raises(errors.EnvOutputError, match=r"env 0 \(BadDataEnv\) .* observation\['pos'\]: expected"):
-            envs.step(np.zeros(2, np.int64))
+        match = r"env 0 \(BadDataEnv\) returned bad data from reset\(\): observation\['pos'\]: expected"
+        with pytest.raises(errors.EnvOutputError, match=match):
+            envs.step(np.zeros(2, np.int64))  # the autoreset of episode 2
 
 
 @pytest.mark.parametrize("kind", ["obs_shape", "obs_none", "obs_float_for_uint8", "dict_leaf_shape"])

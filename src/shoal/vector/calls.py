@@ -90,28 +90,53 @@ class Calls:
         """Each env's ``render()``."""
         return self.call("render")
 
+    def call_envs(self, env_ids: Sequence[int] | None, name: Any, *args: Any, **kwargs: Any) -> list[Any]:
+        """Call ``name(*args, **kwargs)`` on envs ``env_ids`` only (all if None), or read it if it is not callable;
+        one result per env, in the order of ``env_ids``; the others are not touched. ``name`` may also be a function,
+        called as ``name(env, *args, **kwargs)`` where the env lives (Gymnasium envs)."""
+        return self._on_envs(Op.CALL, env_ids, lambda part: (name, args, kwargs), getattr(name, "__name__", name))
+
+    def get_attr_envs(self, env_ids: Sequence[int] | None, name: str) -> list[Any]:
+        """The attribute ``name`` of envs ``env_ids`` (all if None), in that order."""
+        return self._on_envs(Op.GET_ATTR, env_ids, lambda part: name, name)
+
+    def set_attr_envs(self, env_ids: Sequence[int] | None, name: str, values: Sequence[Any]) -> None:
+        """Set attribute ``name`` of envs ``env_ids`` (all if None) to ``values``, one per env."""
+        self._check_values(name, env_ids, values)
+        self._on_envs(Op.SET_ATTR, env_ids, lambda part: (name, [values[p] for p in part]), name)
+
     def _call_each(self, name: str, env_ids: Sequence[int] | None, values: list[Any] | None = None) -> list[Any]:
-        """Call engine method ``name`` on envs ``env_ids`` (all if None), with one value each if given.
+        """Call engine method ``name`` on envs ``env_ids`` (all if None), with one value each if given (the engine
+        gets them as one list: an engine's own calls, such as Atari's clone/restore).
 
         Returns one result per env, in the order of ``env_ids``.
         """
+        if values is not None:
+            self._check_values(name, env_ids, values)
+        return self._on_envs(
+            Op.CALL, env_ids, lambda part: (name, () if values is None else ([values[p] for p in part],), {}), name
+        )
+
+    def _check_values(self, name: str, env_ids: Sequence[int] | None, values: Sequence[Any]) -> None:
+        count = self.num_envs if env_ids is None else len(env_ids)
+        if len(values) != count:
+            raise ConfigError(f"{name}: expected one value per env id ({count}), got {len(values)}")
+
+    def _on_envs(self, op: Op, env_ids: Sequence[int] | None, payload: Any, name: str) -> list[Any]:
+        """Run ``op`` on envs ``env_ids`` (all if None): each group hosting some of them gets ``payload(part)``,
+        ``part`` being the positions in ``env_ids`` of its envs. One result per env, in the order of ``env_ids``."""
         ids = np.arange(self.num_envs) if env_ids is None else np.asarray(env_ids)
         if ids.ndim != 1 or ids.dtype.kind not in "iu" or (len(ids) and (ids.min() < 0 or ids.max() >= self.num_envs)):
             raise ConfigError(f"env_ids must be a list of env indices in [0, {self.num_envs}), got {env_ids!r}")
-        if values is not None and len(values) != len(ids):
-            raise ConfigError(f"{name}: expected one value per env id ({len(ids)}), got {len(values)}")
         self._check_idle(name)
         self._quiesce_for_call()
         starts = np.array([r.start for r in self.groups])
         group_of = np.searchsorted(starts, ids, side="right") - 1
-        positions = {g: np.flatnonzero(group_of == g) for g in np.unique(group_of).tolist()}
-        commands = {}
-        for g, where in positions.items():
-            args = () if values is None else ([values[p] for p in where.tolist()],)
-            commands[g] = Command(Op.CALL, ids[where], (name, args, {}))
+        positions = {g: np.flatnonzero(group_of == g).tolist() for g in np.unique(group_of).tolist()}
+        commands = {g: Command(op, ids[part], payload(part)) for g, part in positions.items()}
         self._transport.dispatch(commands)
         results: list[Any] = [None] * len(ids)
         for g, answer in self._transport.collect(list(commands)):
-            for p, value in zip(positions[g].tolist(), answer):
+            for p, value in zip(positions[g], answer or [None] * len(positions[g])):
                 results[p] = value
         return results

@@ -86,7 +86,7 @@ class GymEngine(Engine):
         # A one-number observation (Discrete, a 0-d Box) may also come as a Python or numpy number of its kind.
         self._scalars = scalar_types(self._obs.item_dtype, self._obs.item_shape) if self._plain else frozenset()
         self._finals: dict[int, Any] = {}  # the observation each env returned when its episode ended (same-step)
-        self._unchecked: set[int] = set()  # envs whose next step's results get the full checks (a new episode)
+        self._unchecked = set(env_ids)  # envs whose next step's results get the full checks: each env's first step
 
     def _check_spaces(self, env_id: int, env: Env, factory: GymEngineFactory) -> None:
         refuse_foreign(env)
@@ -111,11 +111,14 @@ class GymEngine(Engine):
         return self.envs[env_id - self.env_ids.start]
 
     def _store(self, env_id: int, obs: Any) -> None:
-        """Write a reset observation, checked in full."""
-        try:
-            self._check_obs(obs)
-        except Rejected as bad:
-            raise rejected(env_id, self._env(env_id), bad, "reset") from None
+        """Write a reset observation, checked as a step's is (an array observation by the fast test, else in full)."""
+        shape, dtype = self._plain or ((), None)
+        exact = type(obs) is np.ndarray and obs.shape == shape and obs.dtype is dtype
+        if self._plain is None or not (exact or type(obs) in self._scalars):
+            try:
+                self._check_obs(obs)
+            except Rejected as bad:
+                raise rejected(env_id, self._env(env_id), bad, "reset") from None
         self._write_obs(int(self.buffers.target_rows(env_id)), obs)
 
     def _check_step(self, env_id: int, obs: Any, reward: Any, terminated: Any, truncated: Any, info: Any) -> None:
@@ -139,7 +142,6 @@ class GymEngine(Engine):
             except Exception as exc:
                 raise env_error(env_id, exc) from exc
             self._store(env_id, obs)
-            self._unchecked.add(env_id)
             if type(info) is not dict:
                 bad = Rejected(f"expected info as a dict, got {type(info).__name__}")
                 raise rejected(env_id, self._env(env_id), bad, "reset")
@@ -148,16 +150,15 @@ class GymEngine(Engine):
 
     def _step_envs(self, ids: np.ndarray, actions: np.ndarray) -> list[dict]:
         # The hot loop: a few Python operations per env beyond env.step itself. What an env returns gets the full
-        # checks (shoal.vector.outputs) on the first step of each episode (its reset was checked too); on every
-        # step, an array observation must be exactly the buffer's kind (else it would be broadcast or cast without
-        # a word) and a reward not None (else NaN): ~0.1 us, where every check on every step cost a cheap env 10%.
+        # checks (shoal.vector.outputs) on its first step (seed 004's "first batch"); on later steps only a None
+        # observation or reward (numpy would store None as NaN or broadcast it) sends the step to them, and a value
+        # numpy refuses is reported with the env named. Testing every observation's type, shape and dtype on every
+        # step cost a cheap env ~4% (CartPole); reset observations are (_store).
         b = self.buffers
         envs, first = self.envs, self.env_ids.start
         write_obs, rewards, terms, truncs = self._write_obs, b.rewards, b.terminations, b.truncations
-        unchecked, scalars = self._unchecked, self._scalars
+        unchecked = self._unchecked or None  # None once every env has had its first step: no lookup per env
         finals = self._finals if self.autoreset_mode is AutoresetMode.SAME_STEP else None
-        plain, ndarray = self._plain is not None, np.ndarray
-        shape, dtype = self._plain if plain else ((), None)
         if self._action.structured and isinstance(actions, np.ndarray):
             actions = [self._action.item(actions, row) for row in range(len(ids))]
         infos = []
@@ -166,15 +167,7 @@ class GymEngine(Engine):
                 obs, reward, terminated, truncated, info = envs[env_id - first].step(action)
             except Exception as exc:
                 raise env_error(env_id, exc) from exc
-            if (
-                env_id in unchecked
-                or reward is None
-                or (
-                    plain
-                    and (type(obs) is not ndarray or obs.shape != shape or obs.dtype is not dtype)
-                    and type(obs) not in scalars
-                )
-            ):
+            if reward is None or obs is None or (unchecked is not None and env_id in unchecked):
                 self._check_step(env_id, obs, reward, terminated, truncated, info)
             try:
                 write_obs(row, obs)
@@ -197,6 +190,9 @@ class GymEngine(Engine):
         results = []
         for env_id in ids.tolist():
             with blame(env_id):
+                if callable(name):  # a function to run on the env itself (VectorEnv.call_envs)
+                    results.append(name(self._env(env_id), *args, **kwargs))
+                    continue
                 attr = self._env(env_id).get_wrapper_attr(name)
                 results.append(attr(*args, **kwargs) if callable(attr) else attr)
         return results

@@ -2,11 +2,11 @@
 
 numpy would broadcast an observation of shape ``(1,)`` into a ``(4,)`` row, store ``None`` as NaN and cast a float
 frame into ``uint8`` without a word; an env that does any of that is a bug the user must hear about, with the env
-named. So every value is checked on every step, in two tiers: a fast test that the value is exactly what the
-buffer holds (a numpy array of the leaf's shape and dtype; a Python or numpy number for a reward; a bool for a flag:
-a few attribute reads, what well-behaved envs always pass), and only when that fails a full check that accepts
-what casts without loss (a Python int for a Discrete, float64 for a float32 Box, a list of the right shape) and
-raises :class:`~shoal.errors.EnvOutputError` for the rest.
+named. The engine (:mod:`shoal.vector.gym_engine`) decides when: these full checks on each env's first step, on
+reset observations that fail a fast test (an array of exactly the leaf's shape and dtype: a few attribute reads, what
+well-behaved envs always pass; Dict/Tuple observations always) and on a later step that returns ``None``. They
+accept what casts without loss (a Python int for a Discrete, float64 for a float32 Box, a list of the right shape)
+and raise :class:`~shoal.errors.EnvOutputError` for the rest.
 """
 
 from __future__ import annotations

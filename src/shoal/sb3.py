@@ -1,0 +1,139 @@
+"""Stable-Baselines3: any shoal vector env as an SB3 ``VecEnv``, so ``PPO("MlpPolicy", env)`` trains on it.
+
+    >>> envs = shoal.make("CartPole-v1", 8, autoreset_mode="same_step")
+    >>> model = stable_baselines3.PPO("MlpPolicy", shoal.sb3.VecEnv(envs)).learn(10_000)
+
+A thin translation of SB3's API onto the one :class:`~shoal.vector.base.VectorEnv`: ``step_async``/``step_wait``
+are its ``send``/``recv`` (so the envs step while SB3 does other work), ``dones`` are ``terminated | truncated``,
+each done env's ``infos[i]`` holds its episode's last info with ``terminal_observation`` and
+``TimeLimit.truncated``, and ``reset_infos[i]`` the info of the reset that followed (SB3 resets in the step that
+ends an episode, Gymnasium's same-step autoreset, which the vector env must use). ``seed``/``set_options`` apply
+to the next ``reset``, as in SB3; ``get_attr``/``set_attr``/``env_method`` reach only the envs of ``indices``.
+Needs ``pip install "shoal[sb3]"`` (with PyTorch installed first, or pip pulls its CUDA build).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+from gymnasium.vector import AutoresetMode
+
+from shoal.errors import ConfigError, MissingDependencyError
+
+try:
+    from stable_baselines3.common.vec_env import VecEnv as _SB3VecEnv
+except ImportError as exc:  # this module is only imported by those who use it
+    raise MissingDependencyError(
+        'shoal.sb3 needs Stable-Baselines3: pip install "shoal[sb3]" (install torch first: pip install torch)'
+    ) from exc
+
+__all__ = ["VecEnv"]
+
+
+class VecEnv(_SB3VecEnv):
+    """A shoal vector env (``autoreset_mode="same_step"``, every env in each batch) seen as an SB3 ``VecEnv``.
+
+    Args:
+        envs: the shoal vector env; closing this closes it.
+    """
+
+    def __init__(self, envs: Any) -> None:
+        if envs.autoreset_mode is not AutoresetMode.SAME_STEP:
+            raise ConfigError(
+                "SB3 resets an env in the step that ends its episode: make the shoal vector env with "
+                f"autoreset_mode='same_step' (it has {envs.autoreset_mode.value!r})"
+            )
+        if envs.batch_size != envs.num_envs:
+            raise ConfigError("SB3 steps every env each step: make the vector env without batch_size < num_envs")
+        if envs.single_action_space is None:
+            raise ConfigError(
+                "SB3 needs one action space for every env; these Atari games take different numbers of actions: "
+                "make the vector env with full_action_space=True"
+            )
+        self.venv_shoal = envs
+        super().__init__(envs.num_envs, envs.single_observation_space, envs.single_action_space)
+
+    # -- stepping --------------------------------------------------------------------------------------------------
+
+    def reset(self) -> Any:
+        seeds = None if all(s is None for s in self._seeds) else list(self._seeds)
+        options = self._options[0] if self._options else {}
+        if any(o != options for o in self._options):
+            raise ConfigError("shoal resets every env with the same options: pass one dict to set_options")
+        obs, info = self.venv_shoal.reset(seed=seeds, options=dict(options) or None)
+        self.reset_infos = unbatch(info, self.num_envs)
+        self._reset_seeds()
+        self._reset_options()
+        return obs
+
+    def step_async(self, actions: np.ndarray) -> None:
+        self.venv_shoal.send(actions)
+
+    def step_wait(self) -> tuple[Any, np.ndarray, np.ndarray, list[dict]]:
+        obs, reward, terminated, truncated, info = self.venv_shoal.recv()
+        dones = terminated | truncated
+        final_obs, final_info = info.pop("final_obs", None), info.pop("final_info", None)
+        info.pop("_final_obs", None)
+        info.pop("_final_info", None)
+        infos = unbatch(info, self.num_envs)
+        if dones.any():
+            finals = unbatch(final_info or {}, self.num_envs)
+            for i in np.flatnonzero(dones).tolist():
+                self.reset_infos[i] = infos[i]  # what came with the row after the reset: its reset info
+                infos[i] = finals[i]
+                infos[i]["terminal_observation"] = final_obs[i]
+        for i in range(self.num_envs):
+            infos[i]["TimeLimit.truncated"] = bool(truncated[i] and not terminated[i])
+        return obs, reward.astype(np.float32), dones, infos
+
+    def close(self) -> None:
+        self.venv_shoal.close()
+
+    # -- the envs --------------------------------------------------------------------------------------------------
+
+    def get_attr(self, attr_name: str, indices: Any = None) -> list[Any]:
+        if attr_name == "render_mode":  # the vector env's (SB3 asks for it while it is being built)
+            return [self.venv_shoal.render_mode] * len(self._indices(indices))
+        return self.venv_shoal.get_attr_envs(self._indices(indices), attr_name)
+
+    def set_attr(self, attr_name: str, value: Any, indices: Any = None) -> None:
+        ids = self._indices(indices)
+        self.venv_shoal.set_attr_envs(ids, attr_name, [value] * len(ids))
+
+    def env_method(self, method_name: str, *method_args: Any, indices: Any = None, **method_kwargs: Any) -> list[Any]:
+        return self.venv_shoal.call_envs(self._indices(indices), method_name, *method_args, **method_kwargs)
+
+    def env_is_wrapped(self, wrapper_class: type, indices: Any = None) -> list[bool]:
+        from stable_baselines3.common.env_util import is_wrapped
+
+        from shoal.atari import AtariVectorEnv
+
+        ids = self._indices(indices)
+        if isinstance(self.venv_shoal, AtariVectorEnv):  # emulators, not Gymnasium envs: wrapped by nothing
+            return [False] * len(ids)
+        return [bool(w) for w in self.venv_shoal.call_envs(ids, is_wrapped, wrapper_class)]
+
+    def get_images(self) -> Sequence[np.ndarray | None]:
+        return list(self.venv_shoal.render())
+
+    def _indices(self, indices: Any) -> list[int]:
+        return list(self._get_indices(indices))
+
+
+def unbatch(info: dict[str, Any], n: int) -> list[dict[str, Any]]:
+    """Gymnasium's vector info (arrays with ``_key`` masks) as one dict per env, the form SB3 uses."""
+    out: list[dict[str, Any]] = [{} for _ in range(n)]
+    for key, value in info.items():
+        if key.startswith("_"):
+            continue
+        mask = info.get(f"_{key}")
+        rows = range(n) if mask is None else np.flatnonzero(mask).tolist()
+        if isinstance(value, dict):
+            for i, sub in enumerate(unbatch(value, n)):
+                if i in rows:
+                    out[i][key] = sub
+        else:
+            for i in rows:
+                out[i][key] = value[i]
+    return out

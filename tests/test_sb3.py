@@ -1,0 +1,105 @@
+"""Stable-Baselines3 on shoal: the adapter equals SB3's own DummyVecEnv step for step, and SB3's PPO trains on it.
+
+Needs the ``sb3`` extra (CI installs it; the README's test command does not, to keep torch out of it): skipped
+without it.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from fakes import SpaceEnv
+from helpers import assert_same
+
+import shoal
+from shoal.errors import ConfigError
+
+sb3 = pytest.importorskip("stable_baselines3", reason="Stable-Baselines3 is the sb3 extra: pip install 'shoal[sb3]'")
+from stable_baselines3.common.vec_env import DummyVecEnv  # noqa: E402
+
+import shoal.sb3  # noqa: E402
+
+CASES = [("dict", "discrete"), ("box_f32", "multidiscrete")]
+
+
+def _fns(obs, act, n=4):
+    return [functools.partial(SpaceEnv, obs, act, max_steps=5 + i) for i in range(n)]
+
+
+@pytest.mark.parametrize("obs,act", CASES)
+@pytest.mark.parametrize("config", [{"backend": "serial"}, {"num_workers": 2, "inline": False}], ids=["serial", "mp"])
+def test_adapter_equals_sb3_dummy_vec_env(obs, act, config):
+    ref = DummyVecEnv(_fns(obs, act))
+    envs = shoal.sb3.VecEnv(shoal.make(_fns(obs, act), autoreset_mode="same_step", **config))
+    assert envs.observation_space == ref.observation_space and envs.action_space == ref.action_space
+    assert envs.num_envs == ref.num_envs and envs.render_mode == ref.render_mode
+    space = gym.vector.utils.batch_space(ref.action_space, 4)
+    space.seed(0)
+    for vec in (ref, envs):
+        assert vec.seed(3) == [3, 4, 5, 6]
+    assert_same(envs.reset(), ref.reset())
+    assert envs.reset_infos == [{k: v for k, v in i.items()} for i in ref.reset_infos]
+    dones = 0
+    for t in range(40):
+        actions = space.sample()
+        got, want = envs.step(actions), ref.step(actions)
+        assert_same(got[0], want[0], f"obs at step {t}")
+        assert_same(got[1], want[1], f"rewards at step {t}")
+        assert_same(got[2], want[2], f"dones at step {t}")
+        for i, (g, w) in enumerate(zip(got[3], want[3])):
+            assert set(g) == set(w), (t, i, g, w)
+            for key in w:
+                assert_same(g[key], w[key], f"infos[{i}][{key!r}] at step {t}")
+        for i in np.flatnonzero(want[2]):
+            assert_same(envs.reset_infos[i], ref.reset_infos[i])
+        dones += int(want[2].sum())
+    assert dones >= 4
+    envs.close()
+    ref.close()
+
+
+def test_attributes_and_methods_reach_only_the_envs_named():
+    envs = shoal.sb3.VecEnv(shoal.make(_fns("box_f32", "discrete"), autoreset_mode="same_step", num_workers=2))
+    envs.reset()
+    assert envs.get_attr("tag") == ["initial"] * 4
+    envs.set_attr("tag", "x", indices=[1, 3])
+    assert envs.get_attr("tag") == ["initial", "x", "initial", "x"]
+    assert envs.get_attr("tag", indices=2) == ["initial"]
+    assert envs.env_method("scaled", 3, indices=[0, 2]) == [0, 0]
+    assert envs.env_is_wrapped(gym.wrappers.TimeLimit) == [False] * 4
+    envs.close()
+    wrapped = shoal.sb3.VecEnv(shoal.make("CartPole-v1", 2, autoreset_mode="same_step", backend="serial"))
+    assert wrapped.env_is_wrapped(gym.wrappers.TimeLimit) == [True, True]
+    wrapped.close()
+
+
+def test_ppo_trains_on_shoal():
+    from stable_baselines3 import PPO
+
+    envs = shoal.sb3.VecEnv(shoal.make("CartPole-v1", 4, autoreset_mode="same_step", num_workers=2, seed=0))
+    model = PPO("MlpPolicy", envs, n_steps=64, batch_size=64, n_epochs=2, seed=0, device="cpu")
+    model.learn(total_timesteps=512)
+    assert model.num_timesteps >= 512
+    envs.close()
+
+
+def test_ppo_cnn_policy_on_atari():
+    from stable_baselines3 import PPO
+
+    atari = shoal.AtariVectorEnv(game="pong", num_envs=2, autoreset_mode="same_step", backend="serial")
+    model = PPO("CnnPolicy", shoal.sb3.VecEnv(atari), n_steps=16, batch_size=32, n_epochs=1, seed=0, device="cpu")
+    model.learn(total_timesteps=32)
+    assert model.num_timesteps >= 32
+    atari.close()
+
+
+def test_adapter_says_what_the_vector_env_must_be():
+    with pytest.raises(ConfigError, match=r"make the shoal vector env with autoreset_mode='same_step'"):
+        shoal.sb3.VecEnv(shoal.make("CartPole-v1", 2, backend="serial"))
+    mixed = shoal.AtariVectorEnv(games=["pong", "breakout"], autoreset_mode="same_step", backend="serial")
+    with pytest.raises(ConfigError, match=r"full_action_space=True"):
+        shoal.sb3.VecEnv(mixed)
+    mixed.close()

@@ -81,9 +81,18 @@ def main(args: Args) -> None:
     next_done = torch.zeros(n)
     handle, send, step, recv, get_last_info, unregister = envs.torch()
     returns, finished = torch.zeros(n), []
-    start, steps = time.perf_counter(), 0
-    for update in range(max(1, args.total_steps // (n * t_max))):
+    start, steps, said = time.perf_counter(), 0, time.perf_counter()
+    updates = max(1, args.total_steps // (n * t_max))
+
+    def progress(what: str) -> None:  # a line every 10 s, so a long update is never silent
+        nonlocal said
+        if time.perf_counter() - said > 10:
+            said = time.perf_counter()
+            print(f"  update {update + 1}/{updates}: {what}", flush=True)
+
+    for update in range(updates):
         for t in range(t_max):
+            progress(f"stepping {t}/{t_max}")
             obs_buf[t].copy_(next_obs)
             dones[t] = next_done
             with torch.no_grad():
@@ -114,20 +123,22 @@ def main(args: Args) -> None:
         b_obs, b_actions, b_logprobs = flat(obs_buf), flat(actions), flat(logprobs)
         b_adv, b_targets, b_illegal = flat(advantages), flat(targets), illegal.repeat(t_max, 1)
         size = n * t_max
-        for _ in range(args.epochs):
+        for epoch in range(args.epochs):
+            progress(f"learning, epoch {epoch + 1}/{args.epochs}")
             for idx in torch.randperm(size).chunk(args.minibatches):
                 dist, value = agent(b_obs[idx], b_illegal[idx])
                 ratio = (dist.log_prob(b_actions[idx]) - b_logprobs[idx]).exp()
                 adv = (b_adv[idx] - b_adv[idx].mean()) / (b_adv[idx].std() + 1e-8)
                 policy_loss = torch.max(-adv * ratio, -adv * ratio.clamp(1 - args.clip, 1 + args.clip)).mean()
-                loss = policy_loss + args.vf_coef * ((value - b_targets[idx]) ** 2).mean() - args.ent_coef * dist.entropy().mean()
+                value_loss = ((value - b_targets[idx]) ** 2).mean()
+                loss = policy_loss + args.vf_coef * value_loss - args.ent_coef * dist.entropy().mean()
                 optimizer.zero_grad()
                 loss.backward()
                 nn.utils.clip_grad_norm_(agent.parameters(), 0.5)
                 optimizer.step()
 
-        recent = {g: np.mean([r for game, r in finished[-100:] if game == g] or [np.nan]) for g in dict.fromkeys(games)}
-        scores = ", ".join(f"{g} {r:.1f}" for g, r in recent.items())
+        recent = {g: [r for game, r in finished[-100:] if game == g] for g in dict.fromkeys(games)}
+        scores = ", ".join(f"{g} {np.mean(r):.1f}" if r else f"{g} (no life ended yet)" for g, r in recent.items())
         print(f"update {update + 1}: {steps} steps, SPS {steps / (time.perf_counter() - start):,.0f}, "
               f"recent life returns: {scores}", flush=True)
     unregister(handle)

@@ -195,7 +195,7 @@ def test_autotune_ranks_configurations_and_its_snippet_builds_the_best(capsys):
             ["bench", "--systems", "envpool"],
             "systems must be some of shoal, shoal-serial, shoal-ray, ale-py, gymnasium",
         ),
-        (["bench", "--roms", "9"], "roms must be integers between 1 and 8"),
+        (["bench", "--roms", "105"], "roms must be integers between 1 and 104"),
         (["sweep", "--games", "breakuot"], "unknown ROM id 'breakuot': did you mean 'breakout'"),
         (["sweep", "--games", "pong", "--episodes", "1", "--steps", "2"], "not allowed with argument"),
         (["sweep", "--games", "pong", "--policy", "missing.pt"], "is not a file"),

@@ -21,6 +21,7 @@ def test_ppo_on_two_games_through_the_torch_ops():
     assert result.returncode == 0, result.stderr[-3000:]
     lines = [line for line in result.stdout.splitlines() if line.startswith("update ")]
     assert len(lines) == 2 and "256 steps, SPS" in lines[-1]
+    assert "nan" not in result.stdout and "(no life ended yet)" in lines[0]  # a game with no return yet says so
 
 
 def test_quickstart_compares_shoal_with_ale_py():

@@ -81,9 +81,9 @@ class AtariEngine(Engine):
         self._pin(factory.affinity_offset)
         config = self.config = factory.config
         self.ales = []
+        ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)  # before the first one: no banner on stderr
         for _ in env_ids:
             ale = ale_py.ALEInterface()
-            ale.setLoggerMode(ale_py.LoggerMode.Error)
             ale.setFloat("repeat_action_probability", float(config.repeat_action_probability))
             ale.setInt("max_num_frames_per_episode", int(config.max_num_frames_per_episode))
             self.ales.append(ale)

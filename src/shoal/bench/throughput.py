@@ -15,11 +15,15 @@ from typing import Any, Callable, Hashable, Mapping, Sequence, TypeVar
 
 import numpy as np
 
-from shoal.atari.roms import check_game
+from shoal.atari.roms import check_game, game_ids
 from shoal.errors import ConfigError, MissingDependencyError
 
-DEFAULT_GAMES = ("pong", "breakout", "space_invaders", "ms_pacman", "qbert", "seaquest", "beam_rider", "enduro")
-"""The ROMs a benchmark takes, in order, when it is not given its own."""
+DEFAULT_GAMES = (
+    "pong", "breakout", "space_invaders", "ms_pacman", "qbert", "seaquest", "beam_rider", "enduro",
+    "asterix", "asteroids", "boxing", "freeway", "frostbite", "gravitar", "montezuma_revenge", "private_eye",
+)
+"""The ROMs a benchmark takes first, in order, when it is not given its own (then every other single-player ROM
+ale-py ships, in id order)."""
 
 SYSTEMS = ("shoal", "shoal-serial", "shoal-ray", "ale-py", "gymnasium")
 """What :func:`throughput` can measure: shoal's multiprocessing, serial and Ray backends, ale-py's C++
@@ -133,7 +137,7 @@ def interleaved(runs: Mapping[Key, Callable[[], float]], rounds: int) -> dict[Ke
 
 
 def throughput(
-    roms: Sequence[int] = (1, 2, 4, 8),
+    roms: Sequence[int] = (1, 2, 4, 8, 16),
     copies: int = 2,
     systems: Sequence[str] = ("shoal", "shoal-serial", "ale-py", "gymnasium"),
     seconds: float = 2.0,
@@ -145,7 +149,10 @@ def throughput(
     Systems that are not installed (``shoal-ray`` needs Ray; ale-py's vector env needs ale-py >= 0.10) raise
     :class:`~shoal.errors.MissingDependencyError`; pass only the ones you have.
     """
-    games = [check_game(g) for g in (games or DEFAULT_GAMES)]
+    if games:
+        games = [check_game(g) for g in games]
+    else:
+        games = list(DEFAULT_GAMES) + [g for g in game_ids() if g not in DEFAULT_GAMES]
     roms = _check_counts("roms", roms, len(games))
     if isinstance(copies, bool) or not isinstance(copies, int) or copies < 1:
         raise ConfigError(f"copies must be a positive integer, got {copies!r}")

@@ -19,7 +19,7 @@ from shoal.errors import MissingDependencyError, ShoalError
 EPILOG = {
     "games": "examples:\n  shoal games\n  shoal games --json > roms.json",
     "bench": (
-        "examples:\n  shoal bench                                # 1, 2, 4, 8 ROMs x 2 envs, about a minute\n"
+        "examples:\n  shoal bench                                # 1, 2, 4, 8, 16 ROMs x 2 envs, about two minutes\n"
         "  shoal bench --roms 1,2,4,8,16 --copies 4 --seconds 5\n"
         "  shoal bench --systems shoal,shoal-ray,ale-py --out results/"
     ),
@@ -96,7 +96,10 @@ def parser() -> argparse.ArgumentParser:
     games.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
     bench = command("bench", "Throughput and latency of shoal, ale-py and Gymnasium as the number of ROMs grows.")
-    bench.add_argument("--roms", type=_ints, default=[1, 2, 4, 8], help="ROM counts to measure (default: 1,2,4,8)")
+    bench.add_argument(
+        "--roms", type=_ints, default=[1, 2, 4, 8, 16],
+        help="ROM counts to measure, up to every single-player ROM (default: 1,2,4,8,16)",
+    )
     bench.add_argument("--copies", type=_positive(int), default=2, help="envs per ROM (default: 2)")
     bench.add_argument("--seconds", type=_positive(float), default=2.0, help="seconds per measurement (default: 2)")
     bench.add_argument(

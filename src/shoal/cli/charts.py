@@ -42,8 +42,9 @@ def throughput_chart(result: ThroughputResult, path: str | Path):
     copies = result.measurements[0].copies if result.measurements else 1
     axes.set_xlabel("throughput (env steps / s)")
     axes.set_ylabel("latency of one batch step (ms)")
-    axes.set_title("Latency vs throughput as the number of ROMs grows")
-    axes.text(0.01, 0.98, f"point labels: ROMs ({copies} envs each)", transform=axes.transAxes, va="top", fontsize=8)
+    # the note on point labels goes under the title, outside the axes, where no point can sit
+    axes.set_title(f"Latency vs throughput as the number of ROMs grows\n(point labels: ROMs, {copies} envs each)",
+                   fontsize=11)
     axes.grid(alpha=0.3)
     axes.legend()
     figure.tight_layout()

@@ -61,6 +61,15 @@ def compare_rollout(games, *, steps, seed, autoreset_mode="next_step", frameskip
         episodic_life=episodic_life, max_num_frames_per_episode=max_frames, autoreset_mode=autoreset_mode,
         **shoal_kwargs,
     )
+    return step_against(refs, envs, games, steps=steps, seed=seed)
+
+
+def step_against(refs, envs, games, *, steps, seed, ending_obs=True):
+    """Step shoal's ``envs`` and one reference vector env per game (``refs``) with the same random actions; assert
+    every result equal (``ending_obs=False``: not the observation of a step that ends an episode). Closes them all.
+
+    Returns how many episodes ended, so a test can check that autoresets were exercised.
+    """
     rng = np.random.default_rng(seed)
     ended = 0
     with contextlib.ExitStack() as stack_:
@@ -78,7 +87,8 @@ def compare_rollout(games, *, steps, seed, autoreset_mode="next_step", frameskip
             for i, ref in enumerate(refs):
                 r_obs, r_rew, r_term, r_trunc, r_info = ref.step(actions[i : i + 1])
                 where = f"step {t}, env {i} ({games[i]})"
-                np.testing.assert_array_equal(obs[i], r_obs[0], err_msg=f"obs at {where}")
+                if ending_obs or not (r_term[0] or r_trunc[0]):
+                    np.testing.assert_array_equal(obs[i], r_obs[0], err_msg=f"obs at {where}")
                 assert (reward[i], term[i], trunc[i]) == (r_rew[0], r_term[0], r_trunc[0]), where
                 _same_info(info, r_info, i, where)
                 if r_info.get("_final_obs", [False])[0]:

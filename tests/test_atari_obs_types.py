@@ -3,13 +3,11 @@ rendering and videos, against Gymnasium's own ``AtariEnv`` (``ALE/...-v5``) step
 
 from __future__ import annotations
 
-import contextlib
-
 import gymnasium as gym
 import numpy as np
 import pytest
 from ale_py.env import AtariEnv
-from atari_reference import INFO_KEYS, compare_rollout, reference_env
+from atari_reference import compare_rollout, reference_env, step_against
 from gymnasium.wrappers import FrameStackObservation
 
 import shoal
@@ -46,28 +44,7 @@ def _compare_raw(games, *, obs_type, frameskip, steps, seed, stack=4, max_frames
         use_fire_reset=False, reward_clipping=False, repeat_action_probability=0.0, maxpool=False,
         max_num_frames_per_episode=max_frames, **shoal_kwargs,
     )
-    rng = np.random.default_rng(seed)
-    ended = 0
-    with contextlib.ExitStack() as stack_:
-        for ref in refs:
-            stack_.enter_context(contextlib.closing(ref))
-        stack_.enter_context(envs)
-        obs, info = envs.reset(seed=seed)
-        for i, ref in enumerate(refs):
-            np.testing.assert_array_equal(obs[i], ref.reset(seed=seed + i)[0][0], err_msg=f"reset of env {i}")
-        for t in range(steps):
-            actions = rng.integers(0, envs.num_actions)
-            obs, reward, term, trunc, info = envs.step(actions)
-            for i, ref in enumerate(refs):
-                r_obs, r_rew, r_term, r_trunc, r_info = ref.step(actions[i : i + 1])
-                where = f"step {t}, env {i} ({games[i]})"
-                if obs_type == "ram" or not (r_term[0] or r_trunc[0]):
-                    np.testing.assert_array_equal(obs[i], r_obs[0], err_msg=where)
-                assert (reward[i], term[i], trunc[i]) == (r_rew[0], r_term[0], r_trunc[0]), where
-                for key in INFO_KEYS:
-                    assert info[key][i] == r_info[key][0], f"{key} at {where}"
-                ended += bool(r_term[0] or r_trunc[0])
-    return ended
+    return step_against(refs, envs, games, steps=steps, seed=seed, ending_obs=obs_type == "ram")
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -124,36 +124,41 @@ def _field(batch: np.ndarray | None, name: str) -> np.ndarray | None:
     return batch[name] if batch is not None and name in (batch.dtype.names or ()) else None
 
 
-@singledispatch
-def _read(space: spaces.Space, batch: np.ndarray | None, copy: bool, path: Path, loose: dict) -> Any:
-    if path in loose:
-        return copying.deepcopy(loose[path]) if copy else loose[path]
-    return batch.copy() if copy else batch
+Reader = Callable[[Any, Callable[[np.ndarray], Any], Sequence[Any]], Any]
+"""``reader(records, leaf, loose)``: a value (or batch) of a space from its records, ``leaf(array)`` making each
+fixed-size leaf's value from its field and ``loose[k]`` being the value of loose leaf ``k``."""
 
 
-@_read.register
-def _(space: spaces.Dict, batch: np.ndarray | None, copy: bool, path: Path, loose: dict) -> Any:
-    return {key: _read(sub, _field(batch, key), copy, path + (key,), loose) for key, sub in space.spaces.items()}
+def _reader(space: spaces.Space, path: Path, loose_index: dict[Path, int]) -> Reader:
+    """The space's :data:`Reader`, built once per Layout: reading a batch then costs one call per leaf and one
+    comprehension per container (no dispatch, no paths built per read)."""
+    if path in loose_index:
+        k = loose_index[path]
+        return lambda records, leaf, loose: loose[k]
+    if isinstance(space, (spaces.Dict, spaces.Tuple)):
+        is_dict = isinstance(space, spaces.Dict)
+        items = space.spaces.items() if is_dict else enumerate(space.spaces)
+        children = [
+            (key, None if path + (key,) in loose_index else (key if is_dict else f"f{key}"),
+             _reader(sub, path + (key,), loose_index))
+            for key, sub in items
+        ]
+        if is_dict:
+            return lambda records, leaf, loose: {
+                key: read(None if name is None else records[name], leaf, loose) for key, name, read in children
+            }
+        return lambda records, leaf, loose: tuple(
+            read(None if name is None else records[name], leaf, loose) for _, name, read in children
+        )
+    return lambda records, leaf, loose: leaf(records)
 
 
-@_read.register
-def _(space: spaces.Tuple, batch: np.ndarray | None, copy: bool, path: Path, loose: dict) -> Any:
-    return tuple(_read(sub, _field(batch, f"f{i}"), copy, path + (i,), loose) for i, sub in enumerate(space.spaces))
+def _copied(array: np.ndarray) -> np.ndarray:
+    return array.copy()
 
 
-@singledispatch
-def _item(space: spaces.Space, batch: np.ndarray | None, index: int, path: Path, loose: dict) -> Any:
-    return loose[path] if path in loose else batch[index]
-
-
-@_item.register
-def _(space: spaces.Dict, batch: np.ndarray | None, index: int, path: Path, loose: dict) -> Any:
-    return {key: _item(sub, _field(batch, key), index, path + (key,), loose) for key, sub in space.spaces.items()}
-
-
-@_item.register
-def _(space: spaces.Tuple, batch: np.ndarray | None, index: int, path: Path, loose: dict) -> Any:
-    return tuple(_item(sub, _field(batch, f"f{i}"), index, path + (i,), loose) for i, sub in enumerate(space.spaces))
+def _as_is(array: np.ndarray) -> np.ndarray:
+    return array
 
 
 @singledispatch
@@ -201,6 +206,7 @@ class Layout:
         self.loose: list[tuple[Path, spaces.Space]] = loose
         """The leaves without a fixed size: ``(path, space)``, in the space's order."""
         self.loose_paths = [path for path, _ in loose]
+        self._read = _reader(space, (), {path: k for k, path in enumerate(self.loose_paths)})
         self.dtype = np.dtype([]) if dtype is None else dtype
         self.structured = self.dtype.fields is not None
         # A plain leaf is stored as an (n, *shape) array of its dtype; a container as an (n,) structured array.
@@ -215,6 +221,13 @@ class Layout:
         # Records are packed (no padding), so a record of equal leaves is a flat run of that dtype.
         self.flat_dtype = leaves[0] if uniform else np.dtype(np.uint8)
         self.flat_size = self.dtype.itemsize // self.flat_dtype.itemsize
+
+    def __getstate__(self) -> dict:  # the reader is closures: rebuilt where the layout is unpickled (a worker)
+        return {k: v for k, v in self.__dict__.items() if k != "_read"}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._read = _reader(self.space, (), {path: k for k, path in enumerate(self.loose_paths)})
 
     @property
     def nbytes(self) -> int:
@@ -236,14 +249,16 @@ class Layout:
         """
         if not self.structured:
             return batch.copy() if copy else batch
-        return _read(self.space, batch, copy, (), dict(zip(self.loose_paths, loose or ())))
+        if copy and loose:
+            loose = copying.deepcopy(list(loose))
+        return self._read(batch, _copied if copy else _as_is, loose or ())
 
     def item(self, batch: np.ndarray, index: int, loose: Sequence[Any] | None = None) -> Any:
         """The single value at row ``index``, Gymnasium-shaped (views into ``batch``); ``loose``: its loose leaves'
         values (in :attr:`loose` order)."""
         if not self.structured:
             return batch[index]
-        return _item(self.space, batch, index, (), dict(zip(self.loose_paths, loose or ())))
+        return self._read(batch, lambda array: array[index], loose or ())
 
     def write(self, batch: np.ndarray, index: Any, value: Any) -> None:
         """Store ``value`` (one value, or a batch when ``index`` selects several rows) at ``batch[index]`` (its loose

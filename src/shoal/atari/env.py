@@ -96,7 +96,7 @@ class AtariVectorEnv(VectorEnv):
         n = len(names)
         obs_type, grayscale = observation_type(obs_type, grayscale)
         if render_mode not in (None, "rgb_array"):
-            raise ConfigError(f"render_mode must be None or 'rgb_array' (frames to record or show), got {render_mode!r}")
+            raise ConfigError(f"render_mode must be None or 'rgb_array' (frames to record), got {render_mode!r}")
         if isinstance(frameskip, list):
             frameskip = tuple(frameskip)
         self.config = AtariConfig(

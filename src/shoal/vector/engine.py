@@ -124,7 +124,8 @@ class Engine(ABC):
 
     @abstractmethod
     def _step_envs(self, ids: np.ndarray, actions: np.ndarray) -> list[dict]:
-        """Step envs ``ids`` once with ``actions`` (one row each); write obs/reward/term/trunc; return infos."""
+        """Step envs ``ids`` once with ``actions`` (one row each; for an action space with loose leaves, one whole
+        action each, in a list); write obs/reward/term/trunc; return infos."""
 
     def _final_obs(self, env_id: int) -> Any:
         """The observation of ``env_id`` as a standalone value, for ``info["final_obs"]``."""

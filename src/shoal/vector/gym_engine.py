@@ -153,7 +153,7 @@ class GymEngine(Engine):
         # checks (shoal.vector.outputs) on its first step (seed 004's "first batch"); on later steps only a None
         # observation or reward (numpy would store None as NaN or broadcast it) sends the step to them, and a value
         # numpy refuses is reported with the env named. Testing every observation's type, shape and dtype on every
-        # step cost a cheap env ~4% (CartPole); reset observations are (_store).
+        # step cost a cheap env ~4% (CartPole); reset observations are tested that way (_store).
         b = self.buffers
         envs, first = self.envs, self.env_ids.start
         write_obs, rewards, terms, truncs = self._write_obs, b.rewards, b.terminations, b.truncations

@@ -166,3 +166,15 @@ def test_videos_of_chosen_envs_one_file_per_episode(tmp_path, format):
             assert frames.shape[0] == expected, (path.name, frames.shape)
         else:  # GIF stores a run of identical frames as one longer frame
             assert 1 <= frames.shape[0] <= expected, (path.name, frames.shape)
+
+
+def test_videos_without_their_extra_say_how_to_get_it(tmp_path):
+    from helpers import run_without
+
+    code = f"""
+        import shoal
+        envs = shoal.AtariVectorEnv(games=["pong"], render_mode="rgb_array", backend="serial")
+        shoal.video.RecordEpisodes(envs, {str(tmp_path / "v")!r}, format="mp4")
+    """
+    result = run_without("av", code)
+    assert result.returncode != 0 and 'needs av to write mp4 files: pip install "shoal[video]"' in result.stderr

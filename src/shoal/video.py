@@ -61,10 +61,14 @@ class RecordEpisodes(VectorWrapper):
         if not ids or any(not 0 <= i < env.num_envs for i in ids):
             raise ConfigError(f"env_ids must name envs in [0, {env.num_envs}), got {list(env_ids)!r}")
         try:
-            import av  # noqa: F401
             import imageio.v3  # noqa: F401
+
+            if format == "mp4":
+                import av  # noqa: F401  (imageio's MP4 writer here; GIF needs only Pillow)
         except ImportError as exc:
-            raise MissingDependencyError('RecordEpisodes needs imageio: pip install "shoal[video]"') from exc
+            raise MissingDependencyError(
+                f'RecordEpisodes needs {exc.name} to write {format} files: pip install "shoal[video]"'
+            ) from exc
         self.folder = output_folder(folder, "folder")
         self.every, self.fps, self.format = every, fps, format
         self.episodes = dict.fromkeys(ids, -1)  # the episode each recorded env is in (-1: before its first reset)

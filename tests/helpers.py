@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 import textwrap
@@ -31,6 +32,20 @@ def assert_same(a, b, path="value"):
         assert a_arr.dtype == b_arr.dtype, f"{path}: dtype {a_arr.dtype} vs {b_arr.dtype}"
         assert a_arr.shape == b_arr.shape, f"{path}: shape {a_arr.shape} vs {b_arr.shape}"
         np.testing.assert_array_equal(a_arr, b_arr, err_msg=path)
+
+
+@contextlib.contextmanager
+def beside_gymnasium(fns, mode, **config):
+    """``(shoal's vector env of fns with config, Gymnasium's SyncVectorEnv of the same fns)``, both with autoreset
+    ``mode``, both closed afterwards: the pair every equivalence test steps side by side."""
+    import gymnasium as gym
+
+    import shoal
+
+    with contextlib.closing(gym.vector.SyncVectorEnv(fns, autoreset_mode=mode)) as ref, shoal.make(
+        fns, autoreset_mode=mode, **config
+    ) as envs:
+        yield envs, ref
 
 
 def rollout(envs, actions_of, steps, seed, gamma=None):

@@ -5,14 +5,13 @@ fixed-size leaves stay in shared memory."""
 from __future__ import annotations
 
 import functools
-from contextlib import closing
 
 import gymnasium as gym
 import numpy as np
 import pytest
-from fakes import LOOSE_SPACES, LooseSpaceEnv
+from fakes import LooseSpaceEnv
 from gymnasium.vector import AutoresetMode
-from helpers import assert_same, rollout
+from helpers import assert_same, beside_gymnasium, rollout
 
 import shoal
 from shoal.errors import ActionError, ActionTypeError, ConfigError
@@ -74,9 +73,7 @@ def _compare(envs, ref, act, mode):
     ids=["serial", "mp-fork", "ray"],
 )
 def test_loose_catalogue_equals_gymnasium(config, obs, act, mode):
-    with closing(gym.vector.SyncVectorEnv(_fns(obs, act), autoreset_mode=mode)) as ref, shoal.make(
-        _fns(obs, act), autoreset_mode=mode, **config
-    ) as envs:
+    with beside_gymnasium(_fns(obs, act), mode, **config) as (envs, ref):
         assert envs.observation_space == ref.observation_space
         assert envs.action_space == ref.action_space
         _compare(envs, ref, act, mode)
@@ -84,9 +81,8 @@ def test_loose_catalogue_equals_gymnasium(config, obs, act, mode):
 
 @pytest.mark.parametrize("mode", list(AutoresetMode))
 def test_every_backend_carries_loose_leaves(backend, mode):
-    with closing(gym.vector.SyncVectorEnv(_fns("dict_text_box", "dict_text_box"), autoreset_mode=mode)) as ref:
-        with shoal.make(_fns("dict_text_box", "dict_text_box"), autoreset_mode=mode, **backend) as envs:
-            _compare(envs, ref, "dict_text_box", mode)
+    with beside_gymnasium(_fns("dict_text_box", "dict_text_box"), mode, **backend) as (envs, ref):
+        _compare(envs, ref, "dict_text_box", mode)
 
 
 def test_fixed_leaves_stay_in_shared_memory():

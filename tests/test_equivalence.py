@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from gymnasium.vector import AutoresetMode
 from fakes import SPACES, SpaceEnv
-from helpers import assert_same, rollout
+from helpers import assert_same, beside_gymnasium, rollout
 
 import shoal
 
@@ -63,9 +63,7 @@ def _compare(shoal_envs, gym_envs, act, mode):
     ids=["serial", "mp-fork"],
 )
 def test_catalogue_equals_gymnasium(config, obs, act, mode):
-    with closing(gym.vector.SyncVectorEnv(_fns(obs, act), autoreset_mode=mode)) as ref, shoal.make(
-        _fns(obs, act), autoreset_mode=mode, **config
-    ) as envs:
+    with beside_gymnasium(_fns(obs, act), mode, **config) as (envs, ref):
         assert envs.single_observation_space == ref.single_observation_space
         assert envs.observation_space == ref.observation_space
         assert envs.action_space == ref.action_space
@@ -76,9 +74,7 @@ def test_catalogue_equals_gymnasium(config, obs, act, mode):
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("obs,act", [("nested", "dict"), ("box_u8_img", "discrete")])
 def test_every_backend_equals_gymnasium(backend, obs, act, mode):
-    with closing(gym.vector.SyncVectorEnv(_fns(obs, act), autoreset_mode=mode)) as ref, shoal.make(
-        _fns(obs, act), autoreset_mode=mode, **backend
-    ) as envs:
+    with beside_gymnasium(_fns(obs, act), mode, **backend) as (envs, ref):
         _compare(envs, ref, act, mode)
 
 

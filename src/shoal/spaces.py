@@ -44,6 +44,11 @@ __all__ = ["Layout", "record_dtype", "is_flattenable"]
 Path = tuple
 """Where a leaf sits in a value: ``value[path[0]][path[1]]...`` (Dict keys and Tuple indices)."""
 
+def path_text(path: Path) -> str:
+    """``path`` as it indexes a value: ``['pos'][0]``."""
+    return "".join(f"[{key!r}]" for key in path)
+
+
 FIXED_LEAVES = (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)
 """The leaf spaces with a fixed-size record."""
 
@@ -101,7 +106,7 @@ def record_dtype(space: spaces.Space) -> np.dtype:
     dtype, loose = _split(space, ())
     if loose:
         path, leaf = loose[0]
-        where = "".join(f"[{key!r}]" for key in path) or "the space itself"
+        where = path_text(path) or "the space itself"
         raise ConfigError(
             f"{type(leaf).__name__} at {where} has no fixed size, so it cannot be flattened into a record; expected "
             f"Box, Discrete, MultiDiscrete, MultiBinary or Dict/Tuple of those, got {leaf}"
@@ -206,7 +211,7 @@ class Layout:
         self.loose: list[tuple[Path, spaces.Space]] = loose
         """The leaves without a fixed size: ``(path, space)``, in the space's order."""
         self.loose_paths = [path for path, _ in loose]
-        self._read = _reader(space, (), {path: k for k, path in enumerate(self.loose_paths)})
+        self._read = self._reader()
         self.dtype = np.dtype([]) if dtype is None else dtype
         self.structured = self.dtype.fields is not None
         # A plain leaf is stored as an (n, *shape) array of its dtype; a container as an (n,) structured array.
@@ -227,7 +232,10 @@ class Layout:
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
-        self._read = _reader(self.space, (), {path: k for k, path in enumerate(self.loose_paths)})
+        self._read = self._reader()
+
+    def _reader(self) -> Reader:
+        return _reader(self.space, (), {path: k for k, path in enumerate(self.loose_paths)})
 
     @property
     def nbytes(self) -> int:

@@ -14,7 +14,7 @@ from gymnasium.spaces.utils import is_space_dtype_shape_equiv
 from shoal.errors import ConfigError, SpaceMismatchError
 from shoal.vector.buffers import Buffers
 from shoal.vector.engine import Engine, blame, env_error
-from shoal.vector.outputs import Rejected, check_flag, check_reward, observation_check, rejected, scalar_types
+from shoal.vector.outputs import Rejected, check_flag, check_reward, observation_check, rejected
 
 
 
@@ -81,10 +81,6 @@ class GymEngine(Engine):
         self._action = buffers.spec.action
         self._write_obs = self._obs.row_writer(buffers.obs, self.loose_obs)
         self._check_obs = observation_check(self._obs)
-        # What a plain (one-array) observation must be for the hot loop's fast test: exactly the buffer's kind.
-        self._plain = None if self._obs.structured else (self._obs.item_shape, self._obs.item_dtype)
-        # A one-number observation (Discrete, a 0-d Box) may also come as a Python or numpy number of its kind.
-        self._scalars = scalar_types(self._obs.item_dtype, self._obs.item_shape) if self._plain else frozenset()
         self._finals: dict[int, Any] = {}  # the observation each env returned when its episode ended (same-step)
         self._unchecked = set(env_ids)  # envs whose next step's results get the full checks: each env's first step
 
@@ -111,14 +107,12 @@ class GymEngine(Engine):
         return self.envs[env_id - self.env_ids.start]
 
     def _store(self, env_id: int, obs: Any) -> None:
-        """Write a reset observation, checked as a step's is (an array observation by the fast test, else in full)."""
-        shape, dtype = self._plain or ((), None)
-        exact = type(obs) is np.ndarray and obs.shape == shape and obs.dtype is dtype
-        if self._plain is None or not (exact or type(obs) in self._scalars):
-            try:
-                self._check_obs(obs)
-            except Rejected as bad:
-                raise rejected(env_id, self._env(env_id), bad, "reset") from None
+        """Write a reset observation, checked (an array observation of exactly its leaf's kind passes the checks'
+        own fast test)."""
+        try:
+            self._check_obs(obs)
+        except Rejected as bad:
+            raise rejected(env_id, self._env(env_id), bad, "reset") from None
         self._write_obs(int(self.buffers.target_rows(env_id)), obs)
 
     def _check_step(self, env_id: int, obs: Any, reward: Any, terminated: Any, truncated: Any, info: Any) -> None:

@@ -46,8 +46,8 @@ from shoal.vector.link import (
     counters_needed,
     wait,
 )
-from shoal.vector.engine import Command, Op
-from shoal.vector.transport import EngineFactory, Transport, command_text, pickled, raise_first, timed_out
+from shoal.vector.engine import Command
+from shoal.vector.transport import EngineFactory, Transport, messages, pickled, raise_first, timed_out
 
 _CLOSE_GRACE_S = 2.0
 _DEFAULT_SPIN_US = 100.0
@@ -138,13 +138,8 @@ class MultiprocessingTransport(Transport):
     # -- moving data -----------------------------------------------------------------------------------------------
 
     def dispatch(self, commands: dict[int, Command]) -> None:
-        messages = {  # every message pickled before any is sent: one that cannot be leaves no host out of step
-            group: None if command.op is Op.STEP and command.payload is None
-            else pickled(command, command_text(command))
-            for group, command in commands.items()
-            if not (self._inline and group == 0)
-        }
-        for group, message in messages.items():
+        remote = {g: c for g, c in commands.items() if not (self._inline and g == 0)}
+        for group, message in messages(remote).items():
             self._send(group, message)
         if self._inline and 0 in commands:  # step our own share while the workers step theirs
             try:
@@ -181,7 +176,7 @@ class MultiprocessingTransport(Transport):
                 if group not in self._queued[host]:
                     raise RuntimeError(f"collect: group {group} was sent no command to answer")
                 if not self._wait((host,), 1, deadline):
-                    raise timed_out(timeout, "wait")
+                    raise timed_out(timeout)
                 self._read(host)
         return raise_first([(group, self._answers.pop(group)) for group in groups])
 
@@ -193,7 +188,7 @@ class MultiprocessingTransport(Transport):
             if not owing:
                 raise RuntimeError(f"collect_any: {count} answers wanted, {len(answers)} can come")
             if not self._wait(owing, count - len(answers), deadline):
-                raise timed_out(timeout, "wait")
+                raise timed_out(timeout)
             owing = self._read_available()
         return raise_first([(group, answers.pop(group)) for group in list(islice(answers, count))])
 

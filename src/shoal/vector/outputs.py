@@ -18,7 +18,7 @@ import numpy as np
 from gymnasium import spaces
 
 from shoal.errors import EnvOutputError
-from shoal.spaces import FIXED_LEAVES, Layout
+from shoal.spaces import FIXED_LEAVES, Layout, path_text
 
 _NUMBERS = (int, float, np.float64, np.float32, np.float16, np.int64, np.int32, np.int16, np.int8, np.uint8,
             np.uint16, np.uint32, np.uint64)
@@ -41,7 +41,7 @@ def _describe(value: Any) -> str:
     return f"{type(value).__name__} {value!r:.80}"
 
 
-def scalar_types(dtype: np.dtype, shape: tuple[int, ...]) -> frozenset[type]:
+def _scalar_types(dtype: np.dtype, shape: tuple[int, ...]) -> frozenset[type]:
     """The number types a leaf of ``shape`` (only ``()``: a Discrete, a 0-d Box) and ``dtype`` may also come as,
     which store without loss: its numpy scalar and the Python number of its kind."""
     if shape:
@@ -56,7 +56,7 @@ def leaf_check(space: spaces.Space) -> Callable[[Any], Any]:
     dtype = np.dtype(space.dtype)
     shape = tuple(space.shape)
     integer = dtype.kind in "iub"
-    scalars = scalar_types(dtype, shape)
+    scalars = _scalar_types(dtype, shape)
 
     def full(value: Any) -> Any:
         if value is None:
@@ -93,7 +93,7 @@ def observation_check(layout: Layout) -> Callable[[Any], None]:
 
 
 def _container_check(space: spaces.Space, path: tuple) -> Callable[[Any], None]:
-    where = "".join(f"[{key!r}]" for key in path)
+    where = path_text(path)
     if isinstance(space, FIXED_LEAVES):
         leaf = leaf_check(space)
 

@@ -25,7 +25,7 @@ from shoal.errors import MissingDependencyError, WorkerDiedError
 from shoal.vector import _worker
 from shoal.vector.buffers import Buffers, BufferSpec
 from shoal.vector.engine import Command, Op
-from shoal.vector.transport import EngineFactory, Transport, command_text, pickled, raise_first, timed_out
+from shoal.vector.transport import EngineFactory, Transport, messages, pickled, raise_first, timed_out
 
 _CLOSE_GRACE_S = 5.0
 _START_S = 120.0  # actors that are not up by then will not be
@@ -146,9 +146,7 @@ class RayTransport(Transport):
     # -- moving data -----------------------------------------------------------------------------------------------
 
     def dispatch(self, commands: dict[int, Command]) -> None:
-        for command in commands.values():  # before any is sent: one that cannot be leaves no actor out of step
-            if command.op is not Op.STEP or command.payload is not None:
-                pickled(command, command_text(command))
+        messages(commands)  # that each one can be sent, before any is: Ray pickles them itself
         for group, command in commands.items():
             ids = self.groups[group]
             actions = self.buffers.actions[ids.start : ids.stop] if command.op is Op.STEP else None
@@ -159,7 +157,7 @@ class RayTransport(Transport):
             pending = [self._in_flight[g] for g in groups]
             _, not_ready = self._ray.wait(pending, num_returns=len(pending), timeout=timeout)
             if not_ready:
-                raise timed_out(timeout, "wait")
+                raise timed_out(timeout)
         refs = [self._in_flight.pop(g) for g in groups]
         answers = []
         for group, (reply, rows) in zip(groups, self._get(refs, groups)):
@@ -171,7 +169,7 @@ class RayTransport(Transport):
         group_of = {ref: g for g, ref in self._in_flight.items()}
         ready, _ = self._ray.wait(list(group_of), num_returns=count, timeout=timeout)
         if len(ready) < count:
-            raise timed_out(timeout, "wait")
+            raise timed_out(timeout)
         return self.collect([group_of[ref] for ref in ready])
 
     def _get(self, refs: list[Any], groups: Sequence[int], timeout: float | None = None) -> list[Any]:

@@ -111,12 +111,21 @@ def command_text(command: Command) -> str:
     return f"the {op.name.lower()} command's payload"
 
 
-def timed_out(timeout: float | None, what: str) -> WaitTimeoutError:
+def timed_out(timeout: float | None) -> WaitTimeoutError:
     """The error for a wait that ran past ``timeout``."""
     return WaitTimeoutError(
-        f"the call to `{what}` has timed out after {timeout} second(s); the envs are still working: wait again to "
+        f"the call to `wait` has timed out after {timeout} second(s); the envs are still working: wait again to "
         f"collect the results, or close() the vector env"
     )
+
+
+def messages(commands: dict[int, Command]) -> dict[int, bytes | None]:
+    """Each command pickled to cross to a host, all before any is sent (one that cannot be leaves no host out of
+    step); None for a plain step, which needs no message (its actions are in the buffers)."""
+    return {
+        group: None if command.op is Op.STEP and command.payload is None else pickled(command, command_text(command))
+        for group, command in commands.items()
+    }
 
 
 def raise_first(answers: list[tuple[int, tuple[bool, Any]]]) -> list[tuple[int, Any]]:

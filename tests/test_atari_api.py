@@ -240,3 +240,17 @@ def test_thread_affinity_offset_pins_each_worker_to_its_own_core():
         assert sorted(os.sched_getaffinity(0)) == cores  # the calling process is left alone
     finally:
         envs.close()
+
+
+def test_no_ale_banner_on_stderr():
+    """ALE prints a banner when its first interface is made unless its logging is turned down first: it used to
+    land across `shoal bench`'s progress bar."""
+    import subprocess
+    import sys
+
+    code = ("import shoal; from shoal.atari.roms import game_info; game_info('pong'); "
+            "envs = shoal.AtariVectorEnv(games=['pong', 'breakout'], backend='serial'); envs.reset(seed=0); "
+            "envs.close()")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "A.L.E" not in result.stderr and "Stella" not in result.stderr, result.stderr

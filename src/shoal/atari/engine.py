@@ -24,7 +24,7 @@ from gymnasium.vector import AutoresetMode
 from shoal.atari import frames
 from shoal.atari.config import AtariConfig
 from shoal.atari.frames import FrameStack, RamStack
-from shoal.atari.roms import FIRE, NOOP, action_meanings
+from shoal.atari.roms import FIRE, NOOP, action_meanings, new_ale
 from shoal.errors import ConfigError, StateError
 from shoal.vector import _worker
 from shoal.vector.buffers import Buffers
@@ -76,14 +76,11 @@ class AtariEngine(Engine):
         self, factory: AtariEngineFactory, env_ids: range, buffers: Buffers, autoreset_mode: AutoresetMode
     ) -> None:
         super().__init__(env_ids, buffers, autoreset_mode)
-        import ale_py
-
         self._pin(factory.affinity_offset)
         config = self.config = factory.config
         self.ales = []
-        ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)  # before the first one: no banner on stderr
         for _ in env_ids:
-            ale = ale_py.ALEInterface()
+            ale = new_ale()
             ale.setFloat("repeat_action_probability", float(config.repeat_action_probability))
             ale.setInt("max_num_frames_per_episode", int(config.max_num_frames_per_episode))
             self.ales.append(ale)

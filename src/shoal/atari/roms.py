@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 from shoal.errors import UnknownGameError
 
@@ -69,15 +70,22 @@ def check_game(game: object) -> str:
     )
 
 
+def new_ale() -> Any:
+    """A new ``ale_py.ALEInterface``, ALE's logging turned down to errors first: set on an instance, as ale-py's own
+    envs do, it comes after the constructor has printed ALE's banner, which breaks the command's progress bars."""
+    import ale_py
+
+    ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)
+    return ale_py.ALEInterface()
+
+
 @lru_cache(maxsize=None)
 def game_info(game: str) -> GameInfo:
     """The actions, modes and difficulties of ROM ``game`` (read once from the ROM itself)."""
-    import ale_py
     from ale_py import roms
 
     check_game(game)
-    ale = ale_py.ALEInterface()
-    ale.setLoggerMode(ale_py.LoggerMode.Error)
+    ale = new_ale()
     ale.loadROM(roms.get_rom_path(game))
     return GameInfo(
         id=game,

@@ -122,6 +122,89 @@ def test_same_seeds_give_identical_rollouts_with_sticky_actions_and_noops_on_eve
     assert not np.array_equal(other[0][0], runs[0][0][0])  # another seed, other no-op starts
 
 
+# -- episodic life ------------------------------------------------------------------------------------------------
+
+
+def life_rollout(life_loss_reset, steps=700, **kwargs):
+    actions = np.random.default_rng(5).integers(0, 4, size=(steps, 2))
+    with make(["breakout", "breakout"], episodic_life=True, life_loss_reset=life_loss_reset, **kwargs) as envs:
+        return rollout(envs, lambda t: actions[t], steps, seed=11)
+
+
+def test_life_loss_reset_continue_plays_the_same_game_on():
+    """EnvPool's episodic life: each lost life ends an episode; the next step continues that game (same lives,
+    frames still counting, the new screen pushed onto the stack), and only a game over restarts it."""
+    runs = life_rollout("continue")
+    game_overs, lives_lost = 0, [0, 0]
+    for t in range(1, len(runs) - 1):
+        _, _, term, trunc, info = runs[t]
+        obs, reward, _, _, after = runs[t + 1]
+        for k in range(2):
+            if not term[k]:
+                continue
+            assert reward[k] == 0
+            if info["game_over"][k]:
+                game_overs += 1
+                assert lives_lost[k] == 4  # Breakout's five lives: four episodes end at a lost life, one at game over
+                lives_lost[k] = 0
+                assert info["lives"][k] == 0 and after["lives"][k] == 5
+                assert all(np.array_equal(obs[k, 0], obs[k, j]) for j in range(4))  # a new game: a filled stack
+            else:
+                lives_lost[k] += 1
+                assert info["lives"][k] == after["lives"][k] > 0
+                assert after["episode_frame_number"][k] > info["episode_frame_number"][k]  # the same game
+                np.testing.assert_array_equal(obs[k, :-1], runs[t][0][k, 1:])  # the stack goes on
+    assert game_overs >= 2
+
+
+def test_life_loss_reset_game_restarts_and_both_agree_until_the_first_lost_life():
+    cont, game = life_rollout("continue"), life_rollout("game")
+    first = next(t for t, out in enumerate(cont) if t and out[2].any())
+    for a, b in zip(cont[: first + 1], game[: first + 1]):
+        np.testing.assert_array_equal(a[0], b[0])
+    k = int(np.flatnonzero(cont[first][2])[0])
+    assert game[first + 1][4]["lives"][k] == 5 and cont[first + 1][4]["lives"][k] == 4
+    assert not cont[first][4]["game_over"][k] and not game[first][4]["game_over"][k]
+
+
+def test_life_loss_reset_continue_same_on_every_backend_and_same_step():
+    serial = life_rollout("continue", steps=300)
+    workers = life_rollout("continue", steps=300, backend="multiprocessing", num_workers=2)
+    assert_same(tuple(serial), tuple(workers))
+    actions = np.random.default_rng(5).integers(0, 4, size=(300, 2))
+    with make(["breakout", "breakout"], episodic_life=True, life_loss_reset="continue",
+              autoreset_mode="same_step") as envs:
+        envs.reset(seed=11)
+        for t in range(300):
+            obs, _, term, _, info = envs.step(actions[t])
+            if term[0] and not info["game_over"][0]:
+                np.testing.assert_array_equal(info["final_obs"][0][1:], obs[0][:-1])  # continued from the final frame
+                assert info["lives"][0] == info["final_info"]["lives"][0]
+                break
+        else:
+            pytest.fail("no life was lost")
+
+
+def test_a_reset_after_a_lost_life_starts_a_new_game():
+    actions = np.random.default_rng(5).integers(0, 4, size=(400, 2))
+    with make(["breakout", "breakout"], episodic_life=True, life_loss_reset="continue") as envs:
+        envs.reset(seed=11)
+        for t in range(400):
+            _, _, term, _, info = envs.step(actions[t])
+            if term[0]:
+                break
+        assert info["lives"][0] == 4
+        _, info = envs.reset(options={"reset_mask": np.array([True, False])})
+        assert info["lives"][0] == 5 and info["episode_frame_number"][0] < 40
+
+
+def test_life_loss_reset_needs_episodic_life():
+    with pytest.raises(ConfigError, match=r"life_loss_reset='continue' .* needs episodic_life=True"):
+        make(["breakout"], life_loss_reset="continue")
+    with pytest.raises(ConfigError, match="life_loss_reset must be 'game' or 'continue'"):
+        make(["breakout"], episodic_life=True, life_loss_reset="life")
+
+
 # -- sequences ----------------------------------------------------------------------------------------------------
 
 

@@ -10,6 +10,7 @@ from shoal.atari.roms import FULL_ACTIONS, check_game, game_info
 from shoal.errors import ConfigError
 
 ObsType = Literal["rgb", "grayscale", "ram"]
+LifeLossReset = Literal["game", "continue"]
 OBS_TYPES = ("rgb", "grayscale", "ram")
 RAM_SIZE = 128
 """Bytes of Atari 2600 RAM: the observation of ``obs_type="ram"`` (per stacked frame)."""
@@ -54,7 +55,12 @@ class AtariConfig:
     noop_max: int = 30
     """Each reset runs between 1 and noop_max NOOP frames (0: none)."""
     episodic_life: bool = False
-    """A lost life ends the episode (and the autoreset restarts the game)."""
+    """A lost life ends the episode (``terminated``); what the autoreset does next is ``life_loss_reset``."""
+    life_loss_reset: LifeLossReset = "game"
+    """With ``episodic_life``, what the autoreset after a lost life does: ``"game"`` restarts the game (ale-py's
+    ``AtariVectorEnv``); ``"continue"`` plays the same game on, after the no-ops and FIRE of a reset, with the new
+    screen pushed onto the frame stack, until a game over or truncation restarts it (EnvPool and SB3's
+    ``EpisodicLifeEnv``). ``info["game_over"]`` tells a real game over from a lost life either way."""
     life_loss_info: bool = False
     """A lost life sets ``terminated`` without ending the episode (no reset follows)."""
     reward_clipping: bool = True
@@ -85,6 +91,13 @@ class AtariConfig:
             raise ConfigError(
                 f"frameskip as a tuple must be (low, high) with 1 <= low < high (each step repeats its action a "
                 f"number of frames drawn from [low, high)), got {self.frameskip!r}"
+            )
+        if self.life_loss_reset not in ("game", "continue"):
+            raise ConfigError(f"life_loss_reset must be 'game' or 'continue', got {self.life_loss_reset!r}")
+        if self.life_loss_reset == "continue" and not self.episodic_life:
+            raise ConfigError(
+                "life_loss_reset='continue' says what follows an episode that a lost life ended: it needs "
+                "episodic_life=True (for a life-loss signal without ending episodes, use life_loss_info=True)"
             )
         if self.obs_type not in OBS_TYPES:
             raise ConfigError(f"obs_type must be one of {', '.join(map(repr, OBS_TYPES))}, got {self.obs_type!r}")

@@ -35,6 +35,7 @@ INFO_ARRAYS: dict[str, tuple[np.dtype, tuple[int, ...]]] = {
     "frame_number": (np.dtype(np.int64), ()),
     "episode_frame_number": (np.dtype(np.int64), ()),
     "raw_reward": (np.dtype(np.float64), ()),
+    "game_over": (np.dtype(np.bool_), ()),
 }
 """Per-env arrays the engine writes every step; the vector env returns them in ``info``."""
 
@@ -53,6 +54,8 @@ class AtariState:
     screens: np.ndarray
     lives: int
     needs_reset: bool
+    play_on: bool = False
+    """A lost life ended the episode and the next one continues the game (``life_loss_reset="continue"``)."""
 
 
 @dataclass(frozen=True)
@@ -90,6 +93,7 @@ class AtariEngine(Engine):
         self._has_fire = [FIRE in a for a in self.action_sets]
         self._lives = np.zeros(len(env_ids), np.int64)
         self._game_over = np.zeros(len(env_ids), np.bool_)  # the episode ended: reset next (life_loss_info aside)
+        self._play_on = np.zeros(len(env_ids), np.bool_)  # a lost life ended the episode; the game goes on
         # Each env's palette table (gray value of each index, learned from its ALE; see frames.screen_reader).
         self._palettes = np.zeros((len(env_ids), 2, 256), np.uint8)
         self._ram = config.obs_type == "ram"
@@ -107,6 +111,7 @@ class AtariEngine(Engine):
         extras = buffers.extras
         self._lives_out, self._frame_out = extras["lives"], extras["frame_number"]
         self._episode_frame_out, self._raw_out = extras["episode_frame_number"], extras["raw_reward"]
+        self._game_over_out = extras["game_over"]
         if config.continuous:
             self._joystick = _joystick_table()
 
@@ -141,30 +146,59 @@ class AtariEngine(Engine):
         self._loaded[local] = True
 
     def _reset_envs(self, ids: np.ndarray, seeds: Sequence[int | None], options: dict | None) -> list[dict]:
-        config = self.config
         local_ids = ids - self.env_ids.start
         for local, seed in zip(local_ids.tolist(), seeds):
-            ale = self.ales[local]
             if seed is not None or not self._loaded[local]:
                 self._load(local, seed)
-            ale.reset_game()
-            noops = int(self._rngs[local].integers(1, config.noop_max + 1)) if config.noop_max > 0 else 0
-            for _ in range(noops):
-                ale.act(NOOP)
-                if ale.game_over():
-                    ale.reset_game()
-            if config.use_fire_reset and self._has_fire[local]:
-                ale.act(FIRE)
-                if ale.game_over():
-                    ale.reset_game()
-            self._lives[local] = ale.lives()
-            self._game_over[local] = False
-            self._readers[local](self._frames.screens[local, 0])
-            self._frames.screens[local, 1] = 0
-            self._write_info(local, 0.0)
+            self.ales[local].reset_game()
+            self._start(local)
+        self._play_on[local_ids] = False
         target = self.buffers.target_rows(ids)
         self._frames.push(local_ids, target, target, fill=True)
         return [{} for _ in range(len(ids))]
+
+    def _autoreset_envs(self, ids: np.ndarray) -> list[dict]:
+        """A new game, except (``life_loss_reset="continue"``) where a lost life ended the episode: that game plays
+        on from the no-ops and FIRE of a reset, its new screen pushed onto the frame stack (EnvPool's episodic
+        life). A game that ends during those no-ops restarts, and its stack is filled as at a reset."""
+        local_ids = ids - self.env_ids.start
+        on = self._play_on[local_ids]
+        if not np.count_nonzero(on):
+            return super()._autoreset_envs(ids)
+        if not on.all():
+            super()._autoreset_envs(ids[~on])
+        playing, local = ids[on], local_ids[on]
+        self._play_on[local] = False
+        restarted = np.array([self._start(i) for i in local.tolist()])
+        target = self.buffers.target_rows(playing)
+        self._frames.push(local, target, self.buffers.obs_rows(playing))
+        if restarted.any():
+            self._frames.push(local[restarted], target[restarted], target[restarted], fill=True)
+        return [{} for _ in range(len(ids))]
+
+    def _start(self, local: int) -> bool:
+        """The no-ops and FIRE that start an episode (after ``reset_game``, or where a lost life ended the last
+        one), then read its first screen. Returns whether the game ended and restarted on the way."""
+        config, ale = self.config, self.ales[local]
+        restarted = False
+        noops = int(self._rngs[local].integers(1, config.noop_max + 1)) if config.noop_max > 0 else 0
+        for _ in range(noops):
+            ale.act(NOOP)
+            if ale.game_over():
+                ale.reset_game()
+                restarted = True
+        if config.use_fire_reset and self._has_fire[local]:
+            ale.act(FIRE)
+            if ale.game_over():
+                ale.reset_game()
+                restarted = True
+        self._lives[local] = ale.lives()
+        self._game_over[local] = False
+        self._game_over_out[self.env_ids.start + local] = False
+        self._readers[local](self._frames.screens[local, 0])
+        self._frames.screens[local, 1] = 0
+        self._write_info(local, 0.0)
+        return restarted
 
     # -- step ------------------------------------------------------------------------------------------------------
 
@@ -188,6 +222,8 @@ class AtariEngine(Engine):
             b.terminations[env_id] = lost_life or (ended and ale.game_over(with_truncation=False))
             b.truncations[env_id] = ended and ale.game_truncated()
             self._game_over[local] = ended or (config.episodic_life and lost_life)
+            self._play_on[local] = config.life_loss_reset == "continue" and lost_life and not ended
+            self._game_over_out[env_id] = ended and ale.game_over(with_truncation=False)
             b.rewards[env_id] = max(-1, min(1, reward)) if config.reward_clipping else reward
             self._write_info(local, float(reward))
         self._frames.push(local_ids, b.target_rows(ids), b.obs_rows(ids))
@@ -284,6 +320,7 @@ class AtariEngine(Engine):
             screens=self._frames.screens[local].copy(),
             lives=int(self._lives[local]),
             needs_reset=bool(self.buffers.needs_reset[env_id]),
+            play_on=bool(self._play_on[local]),
         )
 
     def _restore(self, local: int, state: AtariState) -> None:
@@ -298,6 +335,7 @@ class AtariEngine(Engine):
         self._lives[local] = state.lives
         self._game_over[local] = state.needs_reset
         self.buffers.needs_reset[env_id] = state.needs_reset
+        self._play_on[local] = state.play_on
         self._write_info(local, 0.0)
 
 

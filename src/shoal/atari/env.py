@@ -8,7 +8,7 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 
-from shoal.atari.config import AtariConfig, ObsType, games_of, observation_type, per_env
+from shoal.atari.config import AtariConfig, LifeLossReset, ObsType, games_of, observation_type, per_env
 from shoal.atari.engine import INFO_ARRAYS, AtariEngineFactory, AtariState
 from shoal.errors import ActionError, ConfigError
 from shoal.vector.base import Backend, VectorEnv
@@ -25,8 +25,9 @@ class AtariVectorEnv(VectorEnv):
     None, ``action_space`` is a ``MultiDiscrete`` of the per-env counts and :attr:`num_actions` lists them; an
     action outside its env's range is an :class:`~shoal.errors.ActionError` naming the env and its game.
 
-    ``info`` holds ``env_id``, ``lives``, ``frame_number``, ``episode_frame_number`` and ``raw_reward`` (the
-    unclipped reward) arrays; :attr:`games` names each env's ROM.
+    ``info`` holds ``env_id``, ``lives``, ``frame_number``, ``episode_frame_number``, ``raw_reward`` (the
+    unclipped reward) and ``game_over`` (the game ended: not a lost life, not a truncation) arrays; :attr:`games`
+    names each env's ROM.
 
     ``obs_type`` is Gymnasium's ``AtariEnv`` keyword, for the whole vector env (observations of one batch share a
     shape): ``"grayscale"`` (the default) and ``"rgb"`` are the screens (ale-py's ``grayscale=True/False``, which
@@ -75,6 +76,7 @@ class AtariVectorEnv(VectorEnv):
         maxpool: bool = True,
         noop_max: int = 30,
         episodic_life: bool = False,
+        life_loss_reset: LifeLossReset = "game",
         life_loss_info: bool = False,
         reward_clipping: bool = True,
         use_fire_reset: bool = True,
@@ -117,6 +119,7 @@ class AtariVectorEnv(VectorEnv):
             maxpool=maxpool,
             noop_max=noop_max,
             episodic_life=episodic_life,
+            life_loss_reset=life_loss_reset,
             life_loss_info=life_loss_info,
             reward_clipping=reward_clipping,
             use_fire_reset=use_fire_reset,

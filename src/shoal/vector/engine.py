@@ -9,6 +9,9 @@ across its envs (the Atari engine resizes all its screens in one call):
 
 * ``_reset_envs(ids, seeds, options)``: reset those envs, write their observations; return their info dicts.
 * ``_step_envs(ids, actions)``: one primitive step each; write observations, rewards, terminations, truncations.
+
+and may override ``_autoreset_envs(ids)``, how an env starts its next episode on its own (by default a reset with no
+seed or options).
 """
 
 from __future__ import annotations
@@ -127,6 +130,12 @@ class Engine(ABC):
         """Step envs ``ids`` once with ``actions`` (one row each; for an action space with loose leaves, one whole
         action each, in a list); write obs/reward/term/trunc; return infos."""
 
+    def _autoreset_envs(self, ids: np.ndarray) -> list[dict]:
+        """Start the next episode of envs ``ids``, whose episode ended (the autoreset); a user's ``reset`` never
+        comes here. By default a reset with no seed or options; Atari's ``life_loss_reset="continue"`` plays on the
+        game an episodic life ended."""
+        return self._reset_envs(ids, [None] * len(ids), None)
+
     def _final_obs(self, env_id: int) -> Any:
         """The observation of ``env_id`` as a standalone value, for ``info["final_obs"]``."""
         row = int(self.buffers.obs_rows(env_id))
@@ -192,8 +201,11 @@ class Engine(ABC):
         return LooseObs(entries, values)
 
     def reset(self, ids: np.ndarray, seeds: Sequence[int | None], options: dict | None) -> InfoEntries:
+        return self._settle_reset(ids, self._reset_envs(ids, seeds, options))
+
+    def _settle_reset(self, ids: np.ndarray, infos: list[dict]) -> InfoEntries:
+        """The per-step arrays of envs ``ids``, just reset, as a reset leaves them; their info entries."""
         b = self.buffers
-        infos = self._reset_envs(ids, seeds, options)
         b.settle(ids)
         b.rewards[ids] = 0.0  # an async batch may hand out a reset env in a later recv(): no stale reward
         b.steps_taken[ids] = 0
@@ -279,7 +291,7 @@ class Engine(ABC):
         if self.autoreset_mode is AutoresetMode.SAME_STEP:  # same-step envs are reset when they end
             return [], ids
         resetting = ids[ended]
-        return self.reset(resetting, [None] * len(resetting), None), ids[~ended]
+        return self._settle_reset(resetting, self._autoreset_envs(resetting)), ids[~ended]
 
     def _finish(self, ids: np.ndarray, step_infos: list[dict]) -> InfoEntries:
         """After stepping ``ids``: mark ended episodes and, in same-step mode, reset them right away."""
@@ -294,7 +306,7 @@ class Engine(ABC):
             for env_id, info, over in zip(ids.tolist(), step_infos, ended.tolist())
             if over
         }
-        reset_infos = dict(zip(finals, self._reset_envs(done, [None] * len(done), None)))
+        reset_infos = dict(zip(finals, self._autoreset_envs(done)))
         b.needs_reset[done] = False
         entries: InfoEntries = []
         for env_id, info in zip(ids.tolist(), step_infos):

@@ -1,0 +1,250 @@
+"""shoal.envpool against the real EnvPool package: task ids, defaults, spaces, info keys and dtypes, episode
+boundaries under episodic_life, asynchronous batches; and the unmodified cleanrl script that uses it."""
+
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from shoal import envpool as ours
+from shoal.errors import ConfigError, ShoalError
+
+real = pytest.importorskip("envpool", reason="the real EnvPool package (in the test extra) is compared against")
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def make_both(task, env_type="gymnasium", **kwargs):
+    return real.make(task, env_type=env_type, **kwargs), ours.make(task, env_type=env_type, backend="serial", **kwargs)
+
+
+def structure(value):
+    """dtype and shape of every array of an output, recursively (EnvPool's info has a nested dict)."""
+    if isinstance(value, dict):
+        return {k: structure(v) for k, v in value.items() if k != "ram"}  # EnvPool 1.2 adds the RAM; shoal does not
+    if isinstance(value, tuple) and hasattr(value, "_fields"):
+        return {f: structure(getattr(value, f)) for f in value._fields if f != "ram"}
+    if isinstance(value, (tuple, list)):
+        return [structure(v) for v in value]
+    return (np.asarray(value).dtype.str, np.shape(value))
+
+
+def test_task_ids_and_defaults_are_envpools():
+    atari = {t for t in real.list_all_envs() if real.registration.registry.envpools[t]["gymnasium"][0] == "envpool.atari"}
+    assert set(ours.list_all_envs()) == atari
+    config = real.make_spec("Pong-v5").config._asdict()
+    for name, default in ours.DEFAULTS.items():
+        if name in ("batch_size", "gym_reset_return_info"):  # EnvPool fills these in from num_envs and the env type
+            continue
+        assert config[name] == default, name
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"gray_scale": False, "stack_num": 2, "img_height": 64}])
+def test_spaces_outputs_info_keys_and_dtypes_match_envpool(kwargs):
+    theirs, mine = make_both("Breakout-v5", num_envs=2, **kwargs)
+    try:
+        assert mine.observation_space == theirs.observation_space
+        assert mine.action_space == theirs.action_space
+        assert mine.single_observation_space == theirs.single_observation_space
+        assert structure(mine.reset()) == structure(theirs.reset())
+        action = np.zeros(2, np.int32)
+        assert structure(mine.step(action)) == structure(theirs.step(action))
+    finally:
+        theirs.close()
+        mine.close()
+
+
+def test_dm_timesteps_match_envpool():
+    theirs, mine = make_both("Pong-v5", env_type="dm", num_envs=2)
+    try:
+        first = mine.reset()
+        assert structure(first) == structure(theirs.reset())
+        assert first.step_type.tolist() == [0, 0] and first.discount.tolist() == [1.0, 1.0]
+        spec = theirs.observation_spec()
+        # EnvPool bounds the reward below by float32's smallest positive number; shoal leaves it unbounded
+        assert mine.observation_spec()._replace(reward=None) == tuple(spec._replace(reward=None, ram=None)[:-1])
+        assert mine.observation_spec().reward.dtype == spec.reward.dtype
+        assert mine.action_spec() == theirs.action_spec()
+        action = np.zeros(2, np.int32)
+        step = mine.step(action)
+        assert structure(step) == structure(theirs.step(action))
+        assert step.step_type.tolist() == [1, 1]
+    finally:
+        theirs.close()
+        mine.close()
+
+
+def endings(pool, steps, env=0, seed=0):
+    """What happens around each episode end of env ``env`` under random actions: at the end (lives, EnvPool's
+    ``terminated``, whether ``elapsed_step`` went on from the previous step) and at the step after (lives, the
+    reward, whether ``elapsed_step`` was kept or restarted at 0)."""
+    rng = np.random.default_rng(seed)
+    _, info = pool.reset()
+    before, ended, seen = int(info["elapsed_step"][env]), False, []
+    for _ in range(steps):
+        _, reward, term, trunc, info = pool.step(rng.integers(0, pool.action_space.n, pool.num_envs).astype(np.int32))
+        elapsed = int(info["elapsed_step"][env])
+        if ended:
+            seen.append(("next", int(info["lives"][env]), float(reward[env]), "kept" if elapsed == before else elapsed))
+        ended = bool(term[env] or trunc[env])
+        if ended:
+            seen.append(("end", int(info["lives"][env]), int(info["terminated"][env]), elapsed == before + 1))
+        before = elapsed
+    return seen
+
+
+def test_episodic_life_ends_episodes_where_envpool_does():
+    """EnvPool's episodic life: each lost life ends an episode, the next step plays the same game on (lives kept,
+    elapsed_step kept), and only the last life is a real game over, after which the game restarts."""
+    theirs, mine = make_both("Breakout-v5", num_envs=2, episodic_life=True, reward_clip=True)
+    try:
+        expected = endings(theirs, 1200)
+        got = endings(mine, 1200)
+    finally:
+        theirs.close()
+        mine.close()
+    game = [("end", 4, 0, True), ("next", 4, 0.0, "kept"), ("end", 3, 0, True), ("next", 3, 0.0, "kept"),
+            ("end", 2, 0, True), ("next", 2, 0.0, "kept"), ("end", 1, 0, True), ("next", 1, 0.0, "kept"),
+            ("end", 0, 1, True), ("next", 5, 0.0, 0)]
+    assert expected[:10] == game  # what EnvPool does (the table is checked against it) ...
+    assert got[:10] == game  # ... and shoal
+
+
+def test_without_episodic_life_only_game_overs_end_episodes():
+    theirs, mine = make_both("Breakout-v5", num_envs=2)
+    try:
+        expected, got = endings(theirs, 500), endings(mine, 500)
+    finally:
+        theirs.close()
+        mine.close()
+    assert expected[:2] == got[:2] == [("end", 0, 1, True), ("next", 5, 0.0, 0)]
+
+
+def test_asynchronous_batches_like_envpool():
+    """async_reset, then recv/send of batches of batch_size distinct envs, the first to finish: every env comes
+    back (which and in what order depends on timing, in EnvPool as in shoal)."""
+    for pool in (real.make("Pong-v5", env_type="gymnasium", num_envs=4, batch_size=2),
+                 ours.make("Pong-v5", env_type="gymnasium", num_envs=4, batch_size=2, num_workers=2)):
+        try:
+            assert pool.is_async
+            pool.async_reset()
+            seen = set()
+            for step in range(300):
+                obs, reward, term, trunc, info = pool.recv()
+                ids = info["env_id"]
+                assert obs.shape == (2, 4, 84, 84) and ids.dtype == np.int32 and len(set(ids.tolist())) == 2
+                if step == 0:
+                    assert reward.tolist() == [0.0, 0.0] and info["elapsed_step"].tolist() == [0, 0]
+                seen |= set(ids.tolist())
+                pool.send(np.zeros(2, np.int32), ids)
+                if seen == {0, 1, 2, 3}:
+                    break
+            assert seen == {0, 1, 2, 3}
+        finally:
+            pool.close()
+
+
+def test_send_matches_actions_to_env_ids_in_any_order():
+    """Two pools with the same seed: one is sent its actions in env order, the other shuffled with the shuffled
+    env ids; every env must see the same actions, so both play the same games."""
+    pools = [ours.make("Breakout-v5", num_envs=4, seed=3, backend="serial") for _ in range(2)]
+    rng = np.random.default_rng(1)
+    try:
+        for pool in pools:
+            pool.reset()
+        for _ in range(60):
+            actions, order = rng.integers(0, 4, 4).astype(np.int32), rng.permutation(4)
+            in_order = pools[0].step(actions, np.arange(4))
+            shuffled = pools[1].step(actions[order], order)
+            np.testing.assert_array_equal(in_order[0], shuffled[0])
+        with pytest.raises(ShoalError, match=r"shoal steps the batch the last recv\(\) returned \(env_id \[0, 1, 2, 3\]\)"):
+            pools[0].send(np.zeros(2, np.int32), np.array([0, 1]))
+    finally:
+        for pool in pools:
+            pool.close()
+
+
+def test_same_seed_same_games_and_partial_reset():
+    a = ours.make("Pong-v5", num_envs=3, seed=7, backend="serial")
+    b = ours.make("Pong-v5", num_envs=3, seed=7, backend="serial")
+    try:
+        np.testing.assert_array_equal(a.reset()[0], b.reset()[0])
+        for _ in range(30):
+            np.testing.assert_array_equal(a.step(np.full(3, 2, np.int32))[0], b.step(np.full(3, 2, np.int32))[0])
+        obs, info = a.reset(np.array([1]))  # EnvPool returns the rows of the envs reset
+        assert obs.shape == (1, 4, 84, 84) and info["env_id"].tolist() == [1] and info["elapsed_step"].tolist() == [0]
+    finally:
+        a.close()
+        b.close()
+
+
+def test_gym_api_is_the_installed_gyms():
+    gym = pytest.importorskip("gym")
+    pool = ours.make("Pong-v5", env_type="gym", num_envs=2, backend="serial")
+    try:
+        assert isinstance(pool.action_space, gym.spaces.Discrete)
+        assert isinstance(pool.observation_space, gym.spaces.Box)
+        first = pool.reset()
+        step = pool.step(np.zeros(2, np.int32))
+        if tuple(int(p) for p in gym.__version__.split(".")[:2]) >= (0, 26):
+            assert len(first) == 2 and len(step) == 5
+        else:  # EnvPool's gym API before gym 0.26: obs from reset, (obs, reward, done, info) from step
+            assert first.shape == (2, 4, 84, 84)
+            assert len(step) == 4 and step[2].dtype == np.bool_ and "TimeLimit.truncated" in step[3]
+    finally:
+        pool.close()
+
+
+def test_mixed_games_in_one_pool():
+    pool = ours.make(["Pong-v5", "Breakout-v5"], num_envs=2, full_action_space=True, backend="serial")
+    try:
+        assert pool.atari.games == ["pong", "breakout"] and pool.action_space.n == 18
+        obs, _ = pool.reset()
+        assert obs.shape == (2, 4, 84, 84)
+    finally:
+        pool.close()
+    with pytest.raises(ConfigError, match=r"different action counts .* pass full_action_space=True"):
+        ours.make(["Pong-v5", "Breakout-v5"], num_envs=2, backend="serial")
+
+
+def test_refusals_say_what_to_do():
+    with pytest.raises(ConfigError, match=r"'CartPole-v1' is not an Atari task .* shoal.make\('CartPole-v1', 8\)"):
+        ours.make("CartPole-v1")
+    with pytest.raises(ConfigError, match=r"unknown keyword\(s\) \['episodic_lives'\]"):
+        ours.make("Pong-v5", episodic_lives=True)
+    with pytest.raises(ConfigError, match="env_type must be"):
+        ours.make("Pong-v5", env_type="jax")
+    with pytest.raises(ConfigError, match="use_inter_area_resize=False"):
+        ours.make("Pong-v5", use_inter_area_resize=False)
+    pool = ours.make("Pong-v5", backend="serial")
+    try:
+        with pytest.raises(ShoalError, match=r"no xla\(\)"):
+            pool.xla()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            pool.reset(seed=3)
+        assert "reset(seed=...) is ignored" in str(caught[0].message)
+    finally:
+        pool.close()
+
+
+def test_cleanrl_ppo_atari_envpool_runs_with_only_its_import_changed(tmp_path):
+    """cleanrl's ppo_atari_envpool.py (examples/cleanrl, its one changed line: ``from shoal import envpool``) trains
+    and logs finished games: with episodic_life, cleanrl counts a game when ``info["lives"]`` reaches 0."""
+    pytest.importorskip("torch")
+    for module in ("tyro", "torch.utils.tensorboard"):
+        pytest.importorskip(module, reason="cleanrl's own imports (the cleanrl extra)")
+    gym = pytest.importorskip("gym")
+    if tuple(int(p) for p in gym.__version__.split(".")[:2]) >= (0, 26):
+        pytest.skip("cleanrl's EnvPool scripts use gym's API before 0.26 (cleanrl pins gym 0.23.1, as the test extra)")
+    script = EXAMPLES / "cleanrl" / "ppo_atari_envpool.py"
+    result = subprocess.run(
+        [sys.executable, str(script), "--total-timesteps", "2048", "--num-envs", "4", "--num-steps", "128",
+         "--no-cuda"],
+        capture_output=True, text=True, timeout=400, cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.count("SPS:") == 4
+    assert "episodic_return=" in result.stdout  # Breakout games under random-ish play end in ~200 steps each

@@ -7,7 +7,7 @@
 >>> envs.close()
 """
 
-from shoal import errors, video
+from shoal import errors, sanity, video
 from shoal.atari import AtariVectorEnv
 from shoal.make import make
 from shoal.spaces import Layout
@@ -15,5 +15,6 @@ from shoal.vector import AsyncVectorEnv, SyncVectorEnv, VectorEnv
 
 __version__ = "0.1.0"
 __all__ = [
-    "AsyncVectorEnv", "AtariVectorEnv", "Layout", "SyncVectorEnv", "VectorEnv", "errors", "make", "video", "__version__"
+    "AsyncVectorEnv", "AtariVectorEnv", "Layout", "SyncVectorEnv", "VectorEnv", "errors", "make", "sanity", "video",
+    "__version__",
 ]

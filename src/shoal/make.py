@@ -10,6 +10,7 @@ from gymnasium import Env, Space
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_differing_spaces
 
+from shoal.batch import BatchEngineFactory, BatchEnv, batch_class_of, check_spaces
 from shoal.errors import ConfigError
 from shoal.vector.base import Backend, VectorEnv
 from shoal.vector.gym_engine import GymEngineFactory, refuse_foreign
@@ -92,6 +93,10 @@ def make(
         address: the Ray cluster to join with ``backend="ray"`` (default: ``RAY_ADDRESS``, an initialized Ray, or
             a local Ray with this machine's cores, shut down when the last env using it closes).
 
+    A batch-native env (:mod:`shoal.batch`: a registered id such as ``"shoal/Squared-v0"``, a ``BatchEnv``
+    subclass, or a ``functools.partial`` of one; ``**env_kwargs`` go to its constructor) is hosted as one object per
+    worker stepping its share of the envs in one call.
+
     Example:
         >>> import shoal
         >>> envs = shoal.make("CartPole-v1", 8, num_workers=2)
@@ -100,21 +105,34 @@ def make(
         (8, 4)
         >>> envs.close()
     """
-    return build(
-        env_fns_of(env, num_envs, env_kwargs),
-        "shoal.make",
-        backend=backend,
-        num_workers=num_workers,
-        batch_size=batch_size,
-        autoreset_mode=autoreset_mode,
-        seed=seed,
-        copy=copy,
-        flatten=flatten,
-        context=context,
-        daemon=daemon,
-        inline=inline,
-        observation_mode=observation_mode,
-        address=address,
+    options = dict(backend=backend, num_workers=num_workers, batch_size=batch_size, autoreset_mode=autoreset_mode,
+                   seed=seed, copy=copy, flatten=flatten, context=context, daemon=daemon, inline=inline, address=address)
+    native = batch_class_of(env)
+    if native is not None:
+        if observation_mode != "same":
+            raise ConfigError("observation_mode applies to lists of Gymnasium envs, not to a batch-native env")
+        cls, kwargs = native
+        return build_batch(cls, {**kwargs, **env_kwargs}, num_envs, **options)
+    return build(env_fns_of(env, num_envs, env_kwargs), "shoal.make", observation_mode=observation_mode, **options)
+
+
+def build_batch(cls: type[BatchEnv], kwargs: dict[str, Any], num_envs: int | None, **options: Any) -> VectorEnv:
+    """The vector env of :func:`make` over a batch-native env class: one instance of ``cls`` per group of envs."""
+    if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
+        raise ConfigError(f"num_envs must be a positive integer, got {num_envs!r}")
+    probe = cls(num_envs=1, **kwargs)
+    try:
+        single_obs, single_act = check_spaces(cls, probe)
+        metadata = dict(getattr(probe, "metadata", {}) or {})
+    finally:
+        probe.close()
+    return VectorEnv(
+        BatchEngineFactory(cls, kwargs),
+        num_envs=num_envs,
+        single_observation_space=single_obs,
+        single_action_space=single_act,
+        metadata=metadata,
+        **options,
     )
 
 

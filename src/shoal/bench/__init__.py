@@ -4,6 +4,7 @@
 * :func:`throughput`: steps/s and latency of shoal and its peers as the number of ROMs grows.
 * :func:`sweep`: games x seeds in one vector env; returns, lengths and human-normalized scores per game.
 * :func:`autotune`: the fastest vectorization settings for a workload within a time budget.
+* :func:`sanity`: an agent trained on each sanity env; the return it reaches against the optimum and random.
 """
 
 import json
@@ -15,6 +16,7 @@ from typing import Callable
 
 from shoal.atari.roms import GameInfo, game_ids, game_info
 from shoal.bench.autotune import Config, Trial, TuneResult, Workload, autotune, candidates
+from shoal.bench.sanity import SanityReport, SanityResult, load_agent, sanity
 from shoal.bench.scores import Reference, human_normalized, reference_scores
 from shoal.bench.sweep import Episode, GameSummary, SweepResult, read_episodes, sweep
 from shoal.bench.throughput import DEFAULT_GAMES, SYSTEMS, Measurement, ThroughputResult, throughput
@@ -54,6 +56,6 @@ def games(cache: bool = True, progress: Callable[[int, int], None] | None = None
 
 __all__ = [
     "DEFAULT_GAMES", "SYSTEMS", "Config", "Episode", "GameInfo", "GameSummary", "Measurement", "Reference",
-    "SweepResult", "ThroughputResult", "Trial", "TuneResult", "Workload", "autotune", "candidates", "games",
-    "human_normalized", "read_episodes", "reference_scores", "sweep", "throughput",
+    "SanityReport", "SanityResult", "SweepResult", "ThroughputResult", "Trial", "TuneResult", "Workload", "autotune", "candidates", "games",
+    "human_normalized", "load_agent", "read_episodes", "reference_scores", "sanity", "sweep", "throughput",
 ]

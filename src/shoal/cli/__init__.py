@@ -32,6 +32,12 @@ EPILOG = {
         "examples:\n  shoal autotune --games pong,pong,breakout,breakout --budget 20\n"
         "  shoal autotune --env CartPole-v1 --num-envs 64 --budget 30"
     ),
+    "sanity": (
+        "examples:\n  shoal sanity --agent examples/ppo_sanity.py:train\n"
+        "  shoal sanity --agent my_package.agents:train --envs Squared,Memory --seed 3 --budget-scale 2\n\n"
+        "an agent is a function train(env_id, total_steps, seed) -> policy, where policy(obs, starts) -> actions\n"
+        "(starts: which envs begin an episode); each env counts as solved at 0.9 of its optimal return"
+    ),
 }
 
 
@@ -79,7 +85,8 @@ def _positive(kind: type) -> Any:
 def parser() -> argparse.ArgumentParser:
     root = _Parser(
         prog="shoal",
-        description="Step many Atari games (or any Gymnasium env) at once: benchmark, sweep and autotune.",
+        description="Step many Atari games (or any Gymnasium env) at once: benchmark, sweep, autotune, and check an "
+        "agent on the sanity envs.",
         epilog="run `shoal COMMAND --help` for a command's options and examples",
     )
     from shoal import __version__
@@ -136,6 +143,20 @@ def parser() -> argparse.ArgumentParser:
     )
     sweep.add_argument("--workers", type=_positive(int), help="worker processes (default: one per core)")
     sweep.add_argument("--sticky", type=float, default=0.0, help="repeat_action_probability (default: 0)")
+
+    sanity = command("sanity", "Train an agent on each sanity env; compare the return it reaches with optimal and random.")
+    sanity.add_argument("--agent", required=True, help="path/to/file.py:function or module:function")
+    sanity.add_argument(
+        "--envs", type=_names, help="sanity envs to run, by name or id (default: all seven: Squared,Password,...)"
+    )
+    sanity.add_argument("--seed", type=int, default=1, help="seed given to the agent (default: 1)")
+    sanity.add_argument(
+        "--budget-scale", type=_positive(float), default=1.0, help="multiply each env's training budget (default: 1)"
+    )
+    sanity.add_argument("--episodes", type=_positive(int), default=1000, help="episodes to evaluate (default: 1000)")
+    sanity.add_argument(
+        "--out", type=Path, default=Path("shoal-sanity"), help="folder for sanity.json and sanity.png (default: shoal-sanity)"
+    )
 
     tune = command("autotune", "Find the fastest backend, workers and batch size for a workload within a budget.")
     workload = tune.add_mutually_exclusive_group(required=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from shoal.bench import SweepResult, ThroughputResult
+from shoal.bench import SanityReport, SweepResult, ThroughputResult
 
 _COLORS = {
     "shoal": "#1f77b4", "shoal-serial": "#17becf", "shoal-ray": "#9467bd", "ale-py": "#ff7f0e", "gymnasium": "#2ca02c",
@@ -63,6 +63,28 @@ def sweep_chart(result: SweepResult, path: str | Path):
     axes.set_title(f"{sum(s.episodes for s in result.summaries)} episodes over {len(result.summaries)} games")
     axes.tick_params(axis="x", labelrotation=45)
     axes.axhline(0, color="black", linewidth=0.5)
+    figure.tight_layout()
+    figure.savefig(path)
+    return figure
+
+
+def sanity_chart(report: SanityReport, path: str | Path):
+    """One bar per env: the return reached as a fraction of the optimum, with random's fraction and the 0.9 line."""
+    results = report.results
+    figure = _figure(max(5.0, 0.9 * len(results) + 2), 4)
+    axes = figure.add_subplot()
+    names = [r.env_id.removeprefix("shoal/").removesuffix("-v0") for r in results]
+    colors = [_COLORS["shoal"] if r.solved else "#d62728" for r in results]
+    axes.bar(names, [r.fraction for r in results], color=colors, label="trained agent")
+    axes.scatter(names, [r.random / r.optimal for r in results], marker="_", s=400, color="black",
+                 label="uniform random", zorder=3)
+    threshold = results[0].threshold if results else 0.9
+    axes.axhline(threshold, color="#2ca02c", linestyle="--", linewidth=1, label=f"solved ({threshold:.0%})")
+    axes.set_ylabel("return / optimal return")
+    axes.set_title(f"{report.agent} on the sanity envs (seed {report.seed})", fontsize=10)
+    axes.tick_params(axis="x", labelrotation=30)
+    axes.set_ylim(min(0.0, *(r.fraction for r in results)) if results else 0.0, 1.3)
+    axes.legend(fontsize=8, loc="upper center", ncol=3, frameon=False)  # above the bars, which stop near 1
     figure.tight_layout()
     figure.savefig(path)
     return figure

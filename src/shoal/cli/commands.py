@@ -143,4 +143,39 @@ def autotune_command(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"games": games_command, "bench": bench_command, "sweep": sweep_command, "autotune": autotune_command}
+def sanity_command(args: argparse.Namespace) -> int:
+    from shoal.cli.charts import sanity_chart
+    from shoal.sanity import IDS, NAMES
+
+    output_folder(args.out, "--out")
+    by_name = {name.lower(): env_id for name, env_id in zip(NAMES, IDS)}
+    env_ids = [by_name.get(e.lower(), e) for e in args.envs] if args.envs else list(IDS)
+    agent = bench.load_agent(args.agent)  # a bad path fails here, before any training
+    with _progress() as progress:
+        task = progress.add_task("training", total=len(env_ids))
+
+        def started(env_id: str, done: int, total: int) -> None:
+            progress.update(task, description=f"training on {env_id}", completed=done)
+
+        report = bench.sanity(agent, env_ids, seed=args.seed, budget_scale=args.budget_scale,
+                              episodes=args.episodes, progress=started)
+        progress.update(task, completed=len(env_ids), description="done")
+    report = type(report)(args.agent, report.seed, report.results)
+    table = Table(title=f"{args.agent} on the sanity envs (seed {args.seed}; solved at 90% of optimal)")
+    for column in ("env", "checks", "return", "optimal", "random", "% optimal", "steps", "train s", "solved"):
+        table.add_column(column, justify="left" if column in ("env", "checks") else "right")
+    for r in report.results:
+        table.add_row(r.env_id, r.checks, f"{r.reached:.3f}", f"{r.optimal:.3f}", f"{r.random:.3f}",
+                      f"{r.fraction:.0%}", f"{r.steps:,}", f"{r.seconds:.1f}", "yes" if r.solved else "[red]NO[/red]")
+    console.print(table)
+    console.print(f"solved {len(report.solved)} of {len(report.results)}")
+    write_json(args.out / "sanity.json", report.to_dict())
+    sanity_chart(report, args.out / "sanity.png")
+    console.print(f"wrote {args.out / 'sanity.json'} and sanity.png")
+    return 0 if len(report.solved) == len(report.results) else 1
+
+
+COMMANDS = {
+    "games": games_command, "bench": bench_command, "sweep": sweep_command, "autotune": autotune_command,
+    "sanity": sanity_command,
+}

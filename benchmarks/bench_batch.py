@@ -1,0 +1,86 @@
+"""The sanity envs, batch-native, against the same envs one instance at a time, in one run.
+
+    python benchmarks/bench_batch.py [--instances 4096] [--seconds 1] [--rounds 3] [--envs Squared Memory ...]
+
+Per env: steps/s of shoal's batch-native env (serial, and multiprocessing with 2 workers), of the single-instance
+Gymnasium env under Gymnasium's ``SyncVectorEnv`` and under shoal's per-instance path (``shoal.make`` of the
+single-instance env, serial), and of PufferLib's Ocean env of the same name when pufferlib is installed. The
+single-instance configurations step ``--single-instances`` envs (fewer: they are thousands of times slower, and
+their steps/s hardly depends on the count). Prints the ratios the targets are stated in.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import importlib.util
+
+import gymnasium as gym
+
+import shoal
+from shoal.bench.throughput import interleaved
+from shoal.sanity import NAMES
+
+
+def measure(envs, seconds: float, windows: int = 4) -> float:
+    """Steps/s over the best of ``windows`` windows after one warm-up window, with pre-drawn random actions."""
+    envs.reset(seed=0)
+    n = envs.num_envs
+    space = envs.action_space
+    space.seed(0)
+    actions = [space.sample() for _ in range(16)]
+    best, window = 0.0, seconds / windows
+    k = 0
+    for w in range(windows + 1):
+        steps, start = 0, time.perf_counter()
+        while time.perf_counter() - start < window:
+            envs.step(actions[k % 16])
+            k += 1
+            steps += n
+        if w:
+            best = max(best, steps / (time.perf_counter() - start))
+    envs.close()
+    return best
+
+
+def configs(name: str, instances: int, single: int):
+    env_id = f"shoal/{name}-v0"
+    yield "batch serial", lambda: shoal.make(env_id, instances, backend="serial")
+    yield "batch mp x2", lambda: shoal.make(env_id, instances, num_workers=2, inline=False)
+    yield "batch mp x2 inline", lambda: shoal.make(env_id, instances, num_workers=2)
+    fns = [lambda: gym.make(env_id)] * single
+    yield "gymnasium Sync", lambda: gym.vector.SyncVectorEnv(fns)
+    yield "shoal per-instance", lambda: shoal.make(fns, backend="serial")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--instances", type=int, default=4096)
+    parser.add_argument("--single-instances", type=int, default=64)
+    parser.add_argument("--seconds", type=float, default=1.0)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--envs", nargs="+", default=list(NAMES), choices=list(NAMES))
+    args = parser.parse_args()
+    if importlib.util.find_spec("pufferlib") is None:
+        print("pufferlib is not installed (it does not install here: see the README): no PufferLib Ocean column")
+    print(f"{'env':11s} {'config':20s} {'steps/s (best of ' + str(args.rounds) + ')':>22s}")
+    summary = []
+    for name in args.envs:
+        runs = {config: (lambda build=build: measure(build(), args.seconds))
+                for config, build in configs(name, args.instances, args.single_instances)}
+        rates = interleaved(runs, args.rounds)
+        for config, sps in rates.items():
+            print(f"{name:11s} {config:20s} {sps:22,.0f}", flush=True)
+        summary.append((name, rates))
+    print(f"\n{args.instances} instances; targets: serial >= 1,000,000 steps/s, multiprocessing on 2 cores >= 1.6x serial")
+    print(f"{'env':11s} {'serial M/s':>10s} {'mp/serial':>9s} {'vs Gym Sync':>11s} {'vs per-instance':>15s}")
+    for name, r in summary:
+        mp = max(r["batch mp x2"], r["batch mp x2 inline"])
+        best = max(r["batch serial"], mp)
+        print(f"{name:11s} {r['batch serial'] / 1e6:10.2f} {mp / r['batch serial']:8.2f}x "
+              f"{best / r['gymnasium Sync']:10.0f}x {best / r['shoal per-instance']:14.0f}x")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,365 @@
+"""Batch-native environments: one object simulates many instances of an env in numpy, and shoal hosts it.
+
+A :class:`BatchEnv` steps every instance it is asked to in one call, writing observations, rewards, terminations
+and truncations straight into the arrays shoal hands it (rows of the shared buffers when they are contiguous), with
+no Python per instance. Everything the vector API means (autoreset in its three modes, partial resets, first-N-of-M
+batches, action sequences with ``gamma``, ``envs.torch()``) is shoal's engine's, written once: an env only resets
+and steps. Every backend hosts one: the serial backend one object for all envs, each multiprocessing worker or Ray
+actor one object for its share.
+
+A complete env (a coin to guess; ``shoal.make(Coin, 4096)`` steps 4096 of them)::
+
+    import numpy as np
+    from gymnasium import spaces
+    from shoal.batch import BatchEnv, Streams
+
+    class Coin(BatchEnv):
+        single_observation_space = spaces.Box(0, 1, (1,), np.float32)
+        single_action_space = spaces.Discrete(2)
+
+        def __init__(self, num_envs):
+            super().__init__(num_envs)
+            self.rng = Streams(num_envs)             # one random stream per instance, drawn for many at once
+            self.coin = np.zeros(num_envs, np.int64)
+
+        def reset(self, ids, seeds, out):
+            self.rng.seed(ids, seeds)
+            self.coin[ids] = self.rng.integers(ids, 2)
+            out.obs[:] = 0
+
+        def step(self, ids, actions, out):
+            out.rewards[:] = actions == self.coin[ids]
+            out.terminations[:] = True
+            out.obs[:] = 0
+
+``ids`` index this object's instances (``0 .. num_envs - 1``); row ``j`` of ``actions`` and of every array of
+``out`` belongs to instance ``ids[j]``. Spaces must have a fixed size (Box, Discrete, MultiDiscrete, MultiBinary and
+Dict/Tuple of them): a structured observation arrives in ``out.obs`` as Gymnasium's batched shape (a dict of arrays
+for a Dict), and so do structured actions.
+
+:func:`compare` checks a batch-native env against a single-instance Gymnasium env of the same game, step for step.
+"""
+
+from __future__ import annotations
+
+import importlib
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, Callable, ClassVar, Sequence
+
+import numpy as np
+from gymnasium import spaces
+from gymnasium.vector import AutoresetMode
+from gymnasium.vector.utils import batch_space
+
+from shoal.errors import ConfigError, EnvOutputError
+from shoal.vector.buffers import Buffers
+from shoal.vector.engine import Engine, blame
+
+# -- the interface ------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Outputs:
+    """Where an env writes the results of one call, one row per instance of the call's ``ids``.
+
+    ``obs`` is an array (a dict/tuple of arrays for a structured space); the others are 1-D. Rewards, terminations and
+    truncations are zeroed before each step; ``reset`` writes only ``obs``.
+    """
+
+    obs: Any
+    rewards: np.ndarray
+    terminations: np.ndarray
+    truncations: np.ndarray
+
+
+class BatchEnv(ABC):
+    """Many instances of one environment, simulated together (shoal's batch-native kind of env).
+
+    Subclasses set ``single_observation_space`` and ``single_action_space`` (class attributes, or in
+    ``__init__``) and implement :meth:`reset` and :meth:`step`; see the module docstring for a complete example.
+    """
+
+    single_observation_space: ClassVar[spaces.Space] | spaces.Space
+    single_action_space: ClassVar[spaces.Space] | spaces.Space
+    metadata: ClassVar[dict[str, Any]] = {}
+
+    def __init__(self, num_envs: int) -> None:
+        self.num_envs = num_envs
+
+    @abstractmethod
+    def reset(self, ids: np.ndarray, seeds: Sequence[int | None], out: Outputs) -> None:
+        """Start a new episode of instances ``ids``: seed those with a seed (``seeds[j]`` for ``ids[j]``; None: go
+        on with the instance's random stream) and write their first observations into ``out.obs``."""
+
+    @abstractmethod
+    def step(self, ids: np.ndarray, actions: Any, out: Outputs) -> None:
+        """Step instances ``ids`` once with ``actions`` and write ``out``'s observations, rewards, terminations
+        and truncations. An instance whose episode ended is not stepped again before a :meth:`reset`."""
+
+    def infos(self, ids: np.ndarray) -> dict[int, dict[str, Any]] | None:
+        """Optional infos of the last call, ``{row j of ids: info}`` for the few rows that have one (an episode's
+        score at its end, say); None (the default) when none has."""
+        return None
+
+    def close(self) -> None:
+        """Release what the env holds."""
+
+
+class Streams:
+    """One random stream per instance (splitmix64), drawn for many instances in one numpy call.
+
+    An instance's draws depend only on its seed and how many draws it made, so a batch of instances and one
+    instance alone (a single-instance env using a ``Streams(1)``) draw the same numbers for the same seeds.
+    """
+
+    _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+    _M1 = np.uint64(0xBF58476D1CE4E5B9)
+    _M2 = np.uint64(0x94D049BB133111EB)
+
+    def __init__(self, num_envs: int) -> None:
+        self.state = np.zeros(num_envs, np.uint64)
+        self.seeded = np.zeros(num_envs, np.bool_)
+
+    def seed(self, ids: np.ndarray, seeds: Sequence[int | None]) -> None:
+        """Seed instance ``ids[j]`` with ``seeds[j]``; an instance never seeded gets a seed from the OS."""
+        for i, s in zip(np.asarray(ids).tolist(), seeds):
+            if s is None and self.seeded[i]:
+                continue
+            if s is None:
+                s = int(np.random.SeedSequence().entropy) % 2**63
+            self.state[i] = np.uint64(int(np.random.SeedSequence(int(s)).generate_state(1, np.uint64)[0]))
+            self.seeded[i] = True
+
+    def bits(self, ids: np.ndarray) -> np.ndarray:
+        """The next 64 random bits of each instance of ``ids`` (uint64); each instance's stream advances once."""
+        with np.errstate(over="ignore"):
+            state = self.state[ids] + self._GOLDEN
+            self.state[ids] = state
+            z = (state ^ (state >> np.uint64(30))) * self._M1
+            z = (z ^ (z >> np.uint64(27))) * self._M2
+        return z ^ (z >> np.uint64(31))
+
+    def uniform(self, ids: np.ndarray) -> np.ndarray:
+        """A float64 in [0, 1) per instance."""
+        return (self.bits(ids) >> np.uint64(11)).astype(np.float64) * (1.0 / 2**53)
+
+    def integers(self, ids: np.ndarray, high: int | np.ndarray) -> np.ndarray:
+        """An int64 in [0, high) per instance (``high`` one bound, or one per instance)."""
+        return np.minimum((self.uniform(ids) * high).astype(np.int64), np.asarray(high) - 1)
+
+
+# -- registration ---------------------------------------------------------------------------------------------------
+
+registry: dict[str, str] = {}
+"""Batch-native env ids and their classes (``"module:Class"``): what :func:`shoal.make` looks up an id in."""
+
+
+def register(env_id: str, entry_point: str) -> None:
+    """Let ``shoal.make(env_id, n)`` build the batch-native env ``entry_point`` (``"package.module:Class"``)."""
+    registry[env_id] = entry_point
+
+
+def load(entry_point: str) -> type[BatchEnv]:
+    module, _, name = entry_point.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def batch_class_of(env: Any) -> tuple[type[BatchEnv], dict[str, Any]] | None:
+    """The batch-native class (and keyword arguments) ``env`` names, if it names one: a registered id, a
+    :class:`BatchEnv` subclass, or a ``functools.partial`` of one."""
+    if isinstance(env, str):
+        if env not in registry:
+            return None
+        return load(registry[env]), {}
+    func = getattr(env, "func", None)
+    if func is not None and isinstance(func, type) and issubclass(func, BatchEnv):
+        if getattr(env, "args", ()):
+            raise ConfigError("give a batch-native env's arguments by keyword: functools.partial(MyEnv, size=5)")
+        return func, dict(env.keywords)
+    if isinstance(env, type) and issubclass(env, BatchEnv):
+        return env, {}
+    return None
+
+
+# -- the engine ---------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BatchEngineFactory:
+    """Builds the engine of a group of envs: one instance of ``cls`` for them all. Pickled into each worker."""
+
+    cls: type[BatchEnv]
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+    def __call__(self, env_ids: range, buffers: Buffers, autoreset_mode: AutoresetMode) -> BatchEngine:
+        return BatchEngine(self, env_ids, buffers, autoreset_mode)
+
+
+class BatchEngine(Engine):
+    """Hosts envs ``env_ids`` as the instances of one :class:`BatchEnv`."""
+
+    def __init__(
+        self, factory: BatchEngineFactory, env_ids: range, buffers: Buffers, autoreset_mode: AutoresetMode
+    ) -> None:
+        super().__init__(env_ids, buffers, autoreset_mode)
+        with blame(env_ids.start):
+            self.env = factory.cls(num_envs=len(env_ids), **factory.kwargs)
+        self._obs = buffers.spec.obs
+        self._action = buffers.spec.action
+        self._name = factory.cls.__name__
+        self._checked = {"reset": False, "step": False}  # seed 004's "shape checks on the first batch"
+
+    def _rows(self, ids: np.ndarray) -> tuple[slice | None, slice | None]:
+        """Slices of the env rows and obs rows of ``ids`` when both are runs (the arrays are then views)."""
+        n = len(ids)
+        first, last = int(ids[0]), int(ids[-1])
+        if last - first + 1 != n:
+            return None, None
+        target = self.buffers.target_rows(ids)
+        start = int(target[0]) if isinstance(target, np.ndarray) else first
+        if isinstance(target, np.ndarray) and int(target[-1]) - start + 1 != n:
+            return slice(first, last + 1), None
+        return slice(first, last + 1), slice(start, start + n)
+
+    def _call(self, ids: np.ndarray, what: str, run: Callable[[np.ndarray, Outputs], None]) -> list[dict]:
+        b = self.buffers
+        env_rows, obs_rows = self._rows(ids)
+        obs = b.obs[obs_rows] if obs_rows is not None else self._obs.empty(len(ids))
+        if env_rows is not None:
+            out = Outputs(self._obs.read(obs), b.rewards[env_rows], b.terminations[env_rows], b.truncations[env_rows])
+        else:
+            out = Outputs(self._obs.read(obs), np.zeros(len(ids)), np.zeros(len(ids), np.bool_),
+                          np.zeros(len(ids), np.bool_))
+        if what == "step":
+            out.rewards[:] = 0
+            out.terminations[:] = False
+            out.truncations[:] = False
+        with blame(int(ids[0])):
+            run(ids - self.env_ids.start, out)
+        if obs_rows is None:
+            b.obs[b.target_rows(ids)] = obs
+        if env_rows is None and what == "step":
+            b.rewards[ids], b.terminations[ids], b.truncations[ids] = out.rewards, out.terminations, out.truncations
+        if not self._checked[what]:
+            self._check(ids, what, obs, out)
+            self._checked[what] = True
+        infos = self.env.infos(ids - self.env_ids.start)
+        if not infos:
+            return [{}] * len(ids)
+        listed: list[dict] = [{}] * len(ids)
+        for row, info in infos.items():
+            listed[row] = info
+        return listed
+
+    def _check(self, ids: np.ndarray, what: str, obs: np.ndarray, out: Outputs) -> None:
+        """The observations of the first reset and step lie in the observation space, rewards are finite."""
+        space = batch_space(self.env.single_observation_space, len(ids))
+        values = self._obs.read(obs)
+        if not space.contains(values):
+            bad = int(ids[0])
+            if isinstance(values, np.ndarray) and isinstance(space, spaces.Box):
+                rows = ~np.all((values >= space.low) & (values <= space.high), axis=tuple(range(1, values.ndim)))
+                bad = int(ids[np.flatnonzero(rows)[0]]) if rows.any() else bad
+            raise EnvOutputError(
+                f"batch-native env {self._name} wrote observations outside {self.env.single_observation_space} in "
+                f"{what}() (env {bad} is one)", env_id=bad,
+            )
+        if what == "step" and not np.all(np.isfinite(out.rewards)):
+            bad = int(ids[np.flatnonzero(~np.isfinite(out.rewards))[0]])
+            raise EnvOutputError(f"batch-native env {self._name} wrote a non-finite reward for env {bad}", env_id=bad)
+
+    def _reset_envs(self, ids: np.ndarray, seeds: Sequence[int | None], options: dict | None) -> list[dict]:
+        if options:
+            raise ConfigError(f"batch-native env {self._name} takes no reset options, got {sorted(options)}")
+        return self._call(ids, "reset", lambda local, out: self.env.reset(local, list(seeds), out))
+
+    def _step_envs(self, ids: np.ndarray, actions: np.ndarray) -> list[dict]:
+        batch = self._action.read(actions) if self._action.structured else actions
+        return self._call(ids, "step", lambda local, out: self.env.step(local, batch, out))
+
+    def call(self, ids: np.ndarray, name: str, args: tuple, kwargs: dict) -> list[Any]:
+        if callable(name):
+            return [name(self.env, *args, **kwargs)] * len(ids)
+        value = getattr(self.env, name)
+        return [value(*args, **kwargs) if callable(value) else value] * len(ids)
+
+    def get_attr(self, ids: np.ndarray, name: str) -> list[Any]:
+        return [getattr(self.env, name)] * len(ids)
+
+    def set_attr(self, ids: np.ndarray, name: str, values: list[Any]) -> None:
+        setattr(self.env, name, values[-1])
+
+    def close(self) -> None:
+        self.env.close()
+
+
+def check_spaces(cls: type[BatchEnv], env: BatchEnv) -> tuple[spaces.Space, spaces.Space]:
+    """The env's spaces, refused with the reason when a leaf has no fixed size (it could not be written in place)."""
+    from shoal.spaces import Layout
+
+    obs, act = env.single_observation_space, env.single_action_space
+    for what, space in (("observation", obs), ("action", act)):
+        if not isinstance(space, spaces.Space):
+            raise ConfigError(f"{cls.__name__}.single_{what}_space must be a gymnasium Space, got {space!r}")
+        if Layout(space).loose:
+            raise ConfigError(
+                f"{cls.__name__}'s {what} space {space} has leaves without a fixed size: a batch-native env writes "
+                f"its outputs in place, so its spaces must be Box/Discrete/MultiDiscrete/MultiBinary (and Dict/Tuple "
+                f"of them)"
+            )
+    return obs, act
+
+
+# -- checking a batch-native env against a single-instance one ----------------------------------------------------
+
+
+def compare(batch_env: Any, single_env: Callable[[], Any], num_envs: int, *, steps: int, seed: int,
+            actions: Callable[[int], Any] | None = None, autoreset_mode: str | AutoresetMode = "next_step") -> int:
+    """Step a batch-native env (through ``shoal.make``, serial) and ``num_envs`` single-instance Gymnasium envs
+    (``single_env()`` each, in Gymnasium's ``SyncVectorEnv``) side by side with the same seeds and actions, and
+    raise ``AssertionError`` at the first step where observations, rewards, terminations, truncations differ.
+
+    ``actions(t)``: the batch of actions at step ``t`` (default: sampled from the action space, seeded).
+    Returns how many episodes ended (so a caller can require that the comparison went through episode ends).
+    """
+    import gymnasium
+
+    from shoal.make import make
+
+    from shoal.vector.checks import parse_autoreset_mode
+
+    mode = parse_autoreset_mode(autoreset_mode)
+    ours = make(batch_env, num_envs, backend="serial", autoreset_mode=mode)
+    theirs = gymnasium.vector.SyncVectorEnv([single_env] * num_envs, autoreset_mode=mode)
+    try:
+        if actions is None:
+            ours.action_space.seed(seed)
+            actions = lambda t: ours.action_space.sample()  # noqa: E731
+        _same("reset", ours.reset(seed=seed)[0], theirs.reset(seed=seed)[0])
+        ended = 0
+        for t in range(steps):
+            a = actions(t)
+            mine, other = ours.step(a), theirs.step(a)
+            for name, x, y in zip(("observations", "rewards", "terminations", "truncations"), mine, other):
+                _same(f"step {t}: {name}", x, y)
+            ended += int(np.count_nonzero(mine[2] | mine[3]))
+        return ended
+    finally:
+        ours.close()
+        theirs.close()
+
+
+def _same(where: str, mine: Any, theirs: Any) -> None:
+    if isinstance(mine, dict):
+        for key in mine:
+            _same(f"{where}[{key!r}]", mine[key], theirs[key])
+        return
+    if isinstance(mine, tuple):
+        for k, (a, b) in enumerate(zip(mine, theirs)):
+            _same(f"{where}[{k}]", a, b)
+        return
+    a, b = np.asarray(mine), np.asarray(theirs)
+    if a.shape != b.shape or not np.allclose(a.astype(np.float64), b.astype(np.float64), rtol=1e-6, atol=1e-6):
+        rows = np.flatnonzero((a != b).reshape(len(a), -1).any(axis=1)) if a.shape == b.shape else []
+        raise AssertionError(f"{where}: batch-native and single-instance envs differ (envs {list(rows)}):\n{a}\n{b}")

@@ -1,0 +1,174 @@
+"""Batch-native envs (shoal.batch): equal to a single-instance twin on every backend, in every vector-env mode."""
+
+import functools
+import re
+from contextlib import closing
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium import spaces
+
+import shoal
+from shoal.batch import BatchEnv, compare
+from shoal.errors import ConfigError, EnvError, EnvOutputError
+
+from fakes import BadBatch, Walk, WalkSingle
+from helpers import assert_same
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def actions_for(n, steps, seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.integers(0, 3, size=(steps, n))
+
+
+def test_walk_equals_its_single_instance_twin_with_infos():
+    ended = compare(Walk, WalkSingle, 8, steps=120, seed=3)
+    assert ended > 50  # episodes ended by termination and by truncation, each reset from the env's own stream
+
+
+@pytest.mark.parametrize("mode", ["next_step", "same_step"])
+def test_every_backend_steps_the_same_as_gymnasium(backend, mode):
+    """Observations, rewards, flags and infos (with same-step's final_obs/final_info) against Gymnasium's
+    SyncVectorEnv of the single-instance env, on every backend."""
+    acts = actions_for(6, 60)
+    gym_mode = gym.vector.AutoresetMode("NextStep" if mode == "next_step" else "SameStep")
+    with shoal.make(Walk, 6, autoreset_mode=mode, **backend) as ours, \
+            closing(gym.vector.SyncVectorEnv([WalkSingle] * 6, autoreset_mode=gym_mode)) as theirs:
+        assert_same(ours.reset(seed=5)[0], theirs.reset(seed=5)[0])
+        for t in range(60):
+            mine, other = ours.step(acts[t]), theirs.step(acts[t])
+            for name, a, b in zip(("obs", "reward", "term", "trunc"), mine[:4], other[:4]):
+                np.testing.assert_array_equal(a, b, err_msg=f"step {t} {name}")
+            for key in ("final_x", "final_obs"):
+                if key in other[4]:
+                    mask = other[4]["_" + key]
+                    np.testing.assert_array_equal(mine[4]["_" + key], mask)
+                    for x, y in zip(mine[4][key][mask], other[4][key][mask]):
+                        np.testing.assert_array_equal(x, y)
+
+
+def test_asynchronous_batches_partial_resets_and_sequences():
+    """First-N-of-M batches (rows the engine cannot write in place: it scatters them), then a partial reset, then
+    action sequences with gamma: each env's trajectory equals its single-instance twin stepped by hand."""
+    refs = [WalkSingle() for _ in range(8)]
+    expected = {i: refs[i].reset(seed=11 + i)[0] for i in range(8)}
+    ended = dict.fromkeys(range(8), False)
+    with shoal.make(Walk, 8, num_workers=2, batch_size=2, context="fork") as envs:
+        obs, info = envs.reset(seed=11)
+        rng = np.random.default_rng(0)
+        for _ in range(40):
+            ids = info["env_id"].tolist()
+            for row, i in enumerate(ids):
+                np.testing.assert_array_equal(obs[row], expected[i])
+            actions = rng.integers(0, 3, len(ids))
+            for i, a in zip(ids, actions.tolist()):  # next-step autoreset: an env that ended resets instead
+                if ended[i]:
+                    expected[i], _ = refs[i].reset()
+                    ended[i] = False
+                else:
+                    expected[i], _, term_i, trunc_i, _ = refs[i].step(a)
+                    ended[i] = term_i or trunc_i
+            envs.send(actions)
+            obs, reward, term, trunc, info = envs.recv()
+        mask = np.zeros(8, bool)
+        mask[info["env_id"][0]] = True
+        obs, info = envs.reset(options={"reset_mask": mask})
+        i = int(info["env_id"][0])
+        np.testing.assert_array_equal(obs[0], refs[i].reset()[0])
+
+    with shoal.make(Walk, 4, backend="serial", autoreset_mode="same_step") as envs, \
+            shoal.make(Walk, 4, backend="serial", autoreset_mode="same_step") as single:
+        envs.reset(seed=2)
+        single.reset(seed=2)
+        seqs = [np.array([2, 2, 2, 2]), np.array([1]), np.array([], np.int64), np.array([0, 0, 0])]
+        obs, ret, term, trunc, info = envs.step(seqs, gamma=0.5)
+        expected = np.zeros(4)
+        for k in range(4):
+            acts = np.array([s[k] if k < len(s) else 1 for s in seqs])
+            o, r, te, tr, _ = single.step(acts)
+            live = np.array([k < len(s) for s in seqs]) & (info["steps_taken"] > k)
+            expected += np.where(live, 0.5**k * r, 0)
+        np.testing.assert_allclose(ret, expected)
+        assert info["steps_taken"][2] == 0
+
+
+def test_torch_ops_step_a_batch_native_env():
+    """envs.torch()'s step op (with an action sequence, flat) equals the numpy step on the same env."""
+    torch = pytest.importorskip("torch")
+    with shoal.make("shoal/Squared-v0", 16, backend="serial") as envs, \
+            shoal.make("shoal/Squared-v0", 16, backend="serial") as plain:
+        envs.reset(seed=0)
+        plain.reset(seed=0)
+        handle, send, step, recv, get_last_info, unregister = envs.torch()
+        actions = torch.arange(16) % 8
+        obs, reward, terminated, truncated, steps_taken = step(handle, actions)
+        expected = plain.step(actions.numpy())
+        np.testing.assert_array_equal(obs.numpy(), expected[0])
+        np.testing.assert_array_equal(reward.numpy(), expected[1])
+        values, offsets = torch.tensor([1, 2, 3] * 16), torch.arange(0, 49, 3)
+        obs, reward, terminated, truncated, steps_taken = step(handle, values, offsets, 0.9)
+        expected = plain.step([np.array([1, 2, 3])] * 16, gamma=0.9)
+        np.testing.assert_array_equal(obs.numpy(), expected[0])
+        np.testing.assert_allclose(reward.numpy(), expected[1])
+        np.testing.assert_array_equal(steps_taken.numpy(), expected[4]["steps_taken"])
+        unregister(handle)
+
+
+def test_bad_outputs_are_typed_errors_naming_the_env():
+    with shoal.make(functools.partial(BadBatch, kind="obs"), 3, backend="serial") as envs:
+        envs.reset(seed=0)
+        with pytest.raises(EnvOutputError, match=r"BadBatch wrote observations outside Box.* \(env 1 is one\)"):
+            envs.step(np.zeros(3, np.int64))
+    with shoal.make(functools.partial(BadBatch, kind="reward"), 3, backend="serial") as envs:
+        envs.reset(seed=0)
+        with pytest.raises(EnvOutputError, match=r"BadBatch wrote a non-finite reward for env 1"):
+            envs.step(np.zeros(3, np.int64))
+    with shoal.make(functools.partial(BadBatch, kind="raise"), 4, num_workers=2, context="fork") as envs:
+        envs.reset(seed=0)
+        with pytest.raises(EnvError, match="instance 1 broke") as caught:
+            envs.step(np.zeros(4, np.int64))
+        assert isinstance(caught.value, ValueError) and caught.value.env_id == 0  # the first env of its group
+
+
+def test_spaces_without_a_fixed_size_and_positional_arguments_are_refused():
+    class Texts(BatchEnv):
+        single_observation_space = spaces.Text(5)
+        single_action_space = spaces.Discrete(2)
+
+        def reset(self, ids, seeds, out):
+            pass
+
+        def step(self, ids, actions, out):
+            pass
+
+    with pytest.raises(ConfigError, match=r"Texts's observation space Text.* has leaves without a fixed size"):
+        shoal.make(Texts, 2, backend="serial")
+    with pytest.raises(ConfigError, match="by keyword"):
+        shoal.make(functools.partial(Walk, 6), 2)
+    with pytest.raises(ConfigError, match="observation_mode applies to lists of Gymnasium envs"):
+        shoal.make(Walk, 2, observation_mode="different")
+
+
+def test_keywords_reach_the_env_through_make_and_partial():
+    with shoal.make("shoal/Squared-v0", 3, backend="serial", distance=1) as envs:
+        assert envs.single_observation_space.shape == (3, 3)
+    with shoal.make(functools.partial(Walk, limit=2), 2, backend="serial") as envs:
+        envs.reset(seed=0)
+        envs.step(np.ones(2, np.int64))
+        _, _, term, trunc, _ = envs.step(np.ones(2, np.int64))
+        assert (term | trunc).all()
+        assert envs.get_attr("limit") == (2, 2)  # the one object hosting both answers for each
+
+
+def test_readme_example_of_a_batch_native_env_runs():
+    """The README's complete example: a user's own numpy env, made, stepped and checked against its twin."""
+    text = README.read_text()
+    block = re.search(r"<!-- batch-example -->\n```python\n(.*?)```", text, re.S)
+    assert block, "the README's batch-native example is marked <!-- batch-example -->"
+    namespace: dict = {}
+    exec(compile(block.group(1), "README.md", "exec"), namespace)
+    assert namespace["episodes"] > 0

@@ -123,7 +123,11 @@ class Streams:
 
     def seed(self, ids: np.ndarray, seeds: Sequence[int | None]) -> None:
         """Seed instance ``ids[j]`` with ``seeds[j]``; an instance never seeded gets a seed from the OS."""
-        for i, s in zip(np.asarray(ids).tolist(), seeds):
+        ids = np.asarray(ids)
+        if seeds.count(None) == len(seeds) if isinstance(seeds, list) else all(s is None for s in seeds):
+            ids = ids[~self.seeded[ids]]  # the usual autoreset: nothing to seed, checked without a Python loop
+            seeds = [None] * len(ids)
+        for i, s in zip(ids.tolist(), seeds):
             if s is None and self.seeded[i]:
                 continue
             if s is None:
@@ -246,7 +250,7 @@ class BatchEngine(Engine):
             self._checked[what] = True
         infos = self.env.infos(ids - self.env_ids.start)
         if not infos:
-            return [{}] * len(ids)
+            return []  # no infos: nothing per env
         listed: list[dict] = [{}] * len(ids)
         for row, info in infos.items():
             listed[row] = info

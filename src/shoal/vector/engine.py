@@ -123,12 +123,13 @@ class Engine(ABC):
 
     @abstractmethod
     def _reset_envs(self, ids: np.ndarray, seeds: Sequence[int | None], options: dict | None) -> list[dict]:
-        """Reset envs ``ids``; write their observations; return one info dict each."""
+        """Reset envs ``ids``; write their observations; return one info dict each (or an empty list: none)."""
 
     @abstractmethod
     def _step_envs(self, ids: np.ndarray, actions: np.ndarray) -> list[dict]:
         """Step envs ``ids`` once with ``actions`` (one row each; for an action space with loose leaves, one whole
-        action each, in a list); write obs/reward/term/trunc; return infos."""
+        action each, in a list); write obs/reward/term/trunc; return infos: one dict per env, or an empty list
+        when no env has one (what a batch-native engine returns on most steps, with no Python per env)."""
 
     def _autoreset_envs(self, ids: np.ndarray) -> list[dict]:
         """Start the next episode of envs ``ids``, whose episode ended (the autoreset); a user's ``reset`` never
@@ -150,8 +151,8 @@ class Engine(ABC):
 
         An engine may signal ``terminated`` without ending the episode (Atari's ``life_loss_info``).
         """
-        b = self.buffers
-        return b.terminations[ids] | b.truncations[ids]
+        b, at = self.buffers, run_of(ids)
+        return b.terminations[at] | b.truncations[at]
 
     def call(self, ids: np.ndarray, name: str, args: tuple, kwargs: dict) -> list[Any]:
         raise NotImplementedError(f"{type(self).__name__} does not support call({name!r})")
@@ -221,8 +222,9 @@ class Engine(ABC):
             loose_of = dict(zip(ids.tolist(), loose_actions))
         entries, ids = self._autoreset_before(ids)
         if len(ids):
-            self.buffers.steps_taken[ids] = 1
-            actions = self.buffers.actions[ids]
+            at = run_of(ids)
+            self.buffers.steps_taken[at] = 1
+            actions = self.buffers.actions[at]
             if loose_actions is not None:
                 layout = self.buffers.spec.action
                 actions = [layout.item(actions, j, loose_of[i]) for j, i in enumerate(ids.tolist())]
@@ -258,8 +260,8 @@ class Engine(ABC):
             if not len(rows):
                 break
             sub = ids[rows]
-            for env_id, info in zip(sub, self._step_envs(sub, seqs.values[seqs.offsets[rows] + k])):
-                last_info[int(env_id)] = info
+            for env_id, info in zip(sub.tolist(), self._step_envs(sub, seqs.values[seqs.offsets[rows] + k])):
+                last_info[env_id] = info
             b.settle(sub)
             for total, array in zip(totals, summed):
                 total[rows] += discount[rows] * array[sub]
@@ -271,7 +273,7 @@ class Engine(ABC):
         for total, array in zip(totals, summed):
             array[stepped] = total[rows]
         if len(stepped):
-            entries += self._finish(stepped, [last_info[int(i)] for i in stepped])
+            entries += self._finish(stepped, [last_info.get(i, {}) for i in stepped.tolist()])
         return sorted(entries, key=_env_of)
 
     def _autoreset_before(self, ids: np.ndarray) -> tuple[InfoEntries, np.ndarray]:
@@ -280,7 +282,7 @@ class Engine(ABC):
         Returns the info entries of those resets and the ids left to step.
         """
         b = self.buffers
-        ended = b.needs_reset[ids]
+        ended = b.needs_reset[run_of(ids)].copy()  # a copy: the resets below clear needs_reset
         if not np.count_nonzero(ended):  # not .any(): on a few envs, that reduction costs three times as much
             return [], ids
         if self.autoreset_mode is AutoresetMode.DISABLED:
@@ -297,9 +299,11 @@ class Engine(ABC):
         """After stepping ``ids``: mark ended episodes and, in same-step mode, reset them right away."""
         b = self.buffers
         ended = self._episode_over(ids)
-        b.needs_reset[ids] = ended
+        b.needs_reset[run_of(ids)] = ended
         if self.autoreset_mode is not AutoresetMode.SAME_STEP or not np.count_nonzero(ended):
             return [(i, info) for i, info in zip(ids.tolist(), step_infos) if info] if any(step_infos) else []
+        if not step_infos:
+            step_infos = [{}] * len(ids)
         done = ids[ended]
         finals = {  # taken before the reset overwrites the env's rows
             env_id: {"final_obs": self._final_obs(env_id), "final_info": self._final_info(env_id, info)}
@@ -312,10 +316,19 @@ class Engine(ABC):
         for env_id, info in zip(ids.tolist(), step_infos):
             if env_id in finals:
                 entries.append((env_id, finals[env_id]))
-                info = reset_infos[env_id]
+                info = reset_infos.get(env_id, {})
             if info:
                 entries.append((env_id, info))
         return entries
+
+
+def run_of(ids: np.ndarray) -> slice | np.ndarray:
+    """Sorted, distinct env ids as a slice when they are consecutive (a group, the usual case): indexing a buffer
+    with it is a view, not a gather, which counts with thousands of envs per group (batch-native envs)."""
+    n = len(ids)
+    if n > 1 and int(ids[-1]) - int(ids[0]) == n - 1:
+        return slice(int(ids[0]), int(ids[-1]) + 1)
+    return ids
 
 
 def _env_of(entry: tuple[int, dict]) -> int:

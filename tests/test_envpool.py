@@ -175,6 +175,8 @@ def test_same_seed_same_games_and_partial_reset():
             np.testing.assert_array_equal(a.step(np.full(3, 2, np.int32))[0], b.step(np.full(3, 2, np.int32))[0])
         obs, info = a.reset(np.array([1]))  # EnvPool returns the rows of the envs reset
         assert obs.shape == (1, 4, 84, 84) and info["env_id"].tolist() == [1] and info["elapsed_step"].tolist() == [0]
+        _, _, _, _, info = a.step(np.full(3, 2, np.int32))
+        assert info["elapsed_step"].tolist() == [31, 1, 31]  # the others' steps still count
     finally:
         a.close()
         b.close()

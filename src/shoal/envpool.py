@@ -270,7 +270,7 @@ class EnvPool:
             mask = np.zeros(self.num_envs, np.bool_)
             mask[ids] = True
             obs, info = self.atari.reset(seed=self._first_seed(), options={"reset_mask": mask})
-        batch = self._batch(obs, None, None, None, info, reset=True)
+        batch = self._batch(obs, None, None, None, info, reset=ids)
         if not self.is_async:
             batch = _select(batch, ids)
         return self._format.reset(batch)
@@ -303,9 +303,9 @@ class EnvPool:
         if self._reset_pending:
             self._reset_pending = False
             obs, info = self.atari.reset_wait()
-            return self._format.step(self._batch(obs, None, None, None, info, reset=True))
+            return self._format.step(self._batch(obs, None, None, None, info, reset=info["env_id"]))
         obs, reward, terminated, truncated, info = self.atari.recv()
-        return self._format.step(self._batch(obs, reward, terminated, truncated, info, reset=False))
+        return self._format.step(self._batch(obs, reward, terminated, truncated, info, reset=None))
 
     def step(self, action: Any, env_id: np.ndarray | None = None) -> Any:
         """:meth:`send` then :meth:`recv`."""
@@ -354,25 +354,34 @@ class EnvPool:
         return np.asarray(self.atari._held_ids if self.is_async else self.all_env_ids)
 
     def _batch(self, obs: np.ndarray, reward: Any, terminated: Any, truncated: Any, info: dict,
-               reset: bool) -> _Batch:
+               reset: np.ndarray | None) -> _Batch:
+        """shoal's batch with EnvPool's bookkeeping; ``reset``: the envs a reset started (None: a step)."""
         ids = np.asarray(info["env_id"], np.int32) if self.is_async else self.all_env_ids
         n = len(ids)
         lives = info["lives"].astype(np.int32)
         game_over = info["game_over"]
-        if reset:
-            first = np.ones(n, np.bool_)
-            self._elapsed[ids] = 0
+        if reset is not None:  # a partial reset leaves the others' bookkeeping as it is (their rows are dropped)
+            first = np.isin(ids, reset)
+            self._elapsed[reset] = 0
             reward = np.zeros(n, np.float32)
             terminated = truncated = np.zeros(n, np.bool_)
-        else:
-            ended = self._ended[ids]
-            first = ended > 0
-            self._elapsed[ids] = np.where(ended == 2, 0, self._elapsed[ids] + (ended == 0))
-            reward = reward.astype(np.float32)
+            self._lives[reset] = lives[first]
+            self._ended[reset] = 0
+            return self._finish_batch(obs, reward, terminated, truncated, info, ids, first, lives, game_over)
+        ended = self._ended[ids]
+        first = ended > 0  # the step was the autoreset of an env whose episode had ended
+        self._elapsed[ids] = np.where(ended == 2, 0, self._elapsed[ids] + (ended == 0))
+        reward = reward.astype(np.float32)
+        # how each env's step ended, for the next step's elapsed_step: 2 the game (or a truncation), 1 a life
+        game_ended = truncated | game_over if self.atari.config.episodic_life else terminated | truncated
+        self._ended[ids] = np.where(game_ended, 2, np.where(terminated, 1, 0))
+        return self._finish_batch(obs, reward, terminated, truncated, info, ids, first, lives, game_over)
+
+    def _finish_batch(self, obs: np.ndarray, reward: np.ndarray, terminated: np.ndarray, truncated: np.ndarray,
+                      info: dict, ids: np.ndarray, first: np.ndarray, lives: np.ndarray,
+                      game_over: np.ndarray) -> _Batch:
         lost_life = ~first & (lives < self._lives[ids])
         self._lives[ids] = lives
-        self._ended[ids] = np.where(truncated | game_over | (terminated & ~self.atari.config.episodic_life), 2,
-                                    np.where(terminated, 1, 0))
         if self._rgb:  # EnvPool's RGB stacks are channels first: (stack * 3, h, w)
             n_, stack, h, w, c = obs.shape
             obs = obs.transpose(0, 1, 4, 2, 3).reshape(n_, stack * c, h, w)

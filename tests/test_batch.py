@@ -12,7 +12,7 @@ from gymnasium import spaces
 
 import shoal
 from shoal.batch import BatchEnv, compare
-from shoal.errors import ConfigError, EnvError, EnvOutputError
+from shoal.errors import ConfigError, EnvError, EnvOutputError, ResetNeededError
 
 from fakes import BadBatch, Walk, WalkSingle
 from helpers import assert_same
@@ -172,3 +172,15 @@ def test_readme_example_of_a_batch_native_env_runs():
     namespace: dict = {}
     exec(compile(block.group(1), "README.md", "exec"), namespace)
     assert namespace["episodes"] > 0
+
+
+def test_disabled_autoreset_needs_a_partial_reset():
+    with shoal.make("shoal/Bandit-v0", 4, backend="serial", autoreset_mode="disabled") as envs:
+        envs.reset(seed=0)
+        _, _, term, _, _ = envs.step(np.zeros(4, np.int64))  # one pull ends every episode
+        assert term.all()
+        with pytest.raises(ResetNeededError, match=r"envs \[0, 1, 2, 3\] ended their episode"):
+            envs.step(np.zeros(4, np.int64))
+        envs.reset(options={"reset_mask": np.ones(4, bool)})
+        _, _, term, _, _ = envs.step(np.zeros(4, np.int64))
+        assert term.all()

@@ -206,13 +206,13 @@ class Engine(ABC):
 
     def _settle_reset(self, ids: np.ndarray, infos: list[dict]) -> InfoEntries:
         """The per-step arrays of envs ``ids``, just reset, as a reset leaves them; their info entries."""
-        b = self.buffers
+        b, at = self.buffers, run_of(ids)
         b.settle(ids)
-        b.rewards[ids] = 0.0  # an async batch may hand out a reset env in a later recv(): no stale reward
-        b.steps_taken[ids] = 0
-        b.terminations[ids] = False
-        b.truncations[ids] = False
-        b.needs_reset[ids] = False
+        b.rewards[at] = 0.0  # an async batch may hand out a reset env in a later recv(): no stale reward
+        b.steps_taken[at] = 0
+        b.terminations[at] = False
+        b.truncations[at] = False
+        b.needs_reset[at] = False
         return [(i, info) for i, info in zip(ids.tolist(), infos) if info] if any(infos) else []
 
     def step(self, ids: np.ndarray, loose_actions: Sequence[tuple] | None = None) -> InfoEntries:

@@ -222,11 +222,17 @@ def test_every_command_has_help_with_examples(capsys, command):
 
 def test_ctrl_c_ends_a_sweep_cleanly_with_no_stray_processes(tmp_path):
     out = tmp_path / "interrupted-sweep"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "shoal", "sweep", "--games", "pong,breakout", "--seeds", "2", "--steps", "100000",
-         "--workers", "2", "--out", str(out)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )
+    # A test run started in the background of a shell without job control (nohup, `cmd &` in a script) has SIGINT
+    # ignored, and a child inherits that: give the sweep a default disposition, as a terminal would.
+    inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "shoal", "sweep", "--games", "pong,breakout", "--seeds", "2", "--steps", "100000",
+             "--workers", "2", "--out", str(out)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+    finally:
+        signal.signal(signal.SIGINT, inherited)
     deadline = time.monotonic() + 60
     while not psutil.Process(proc.pid).children(recursive=True) and time.monotonic() < deadline:
         time.sleep(0.1)

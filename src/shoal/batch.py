@@ -54,7 +54,7 @@ from gymnasium.vector.utils import batch_space
 
 from shoal.errors import ConfigError, EnvOutputError
 from shoal.vector.buffers import Buffers
-from shoal.vector.engine import Engine, blame
+from shoal.vector.engine import Engine, blame, run_of
 
 # -- the interface ------------------------------------------------------------------------------------------------
 
@@ -216,15 +216,11 @@ class BatchEngine(Engine):
 
     def _rows(self, ids: np.ndarray) -> tuple[slice | None, slice | None]:
         """Slices of the env rows and obs rows of ``ids`` when both are runs (the arrays are then views)."""
-        n = len(ids)
-        first, last = int(ids[0]), int(ids[-1])
-        if last - first + 1 != n:
+        env_rows = run_of(ids)
+        if not isinstance(env_rows, slice):
             return None, None
-        target = self.buffers.target_rows(ids)
-        start = int(target[0]) if isinstance(target, np.ndarray) else first
-        if isinstance(target, np.ndarray) and int(target[-1]) - start + 1 != n:
-            return slice(first, last + 1), None
-        return slice(first, last + 1), slice(start, start + n)
+        obs_rows = run_of(np.asarray(self.buffers.target_rows(ids)))
+        return env_rows, obs_rows if isinstance(obs_rows, slice) else None
 
     def _call(self, ids: np.ndarray, what: str, run: Callable[[np.ndarray, Outputs], None]) -> list[dict]:
         b = self.buffers
@@ -239,16 +235,17 @@ class BatchEngine(Engine):
             out.rewards[:] = 0
             out.terminations[:] = False
             out.truncations[:] = False
+        local = ids - self.env_ids.start
         with blame(int(ids[0])):
-            run(ids - self.env_ids.start, out)
+            run(local, out)
         if obs_rows is None:
             b.obs[b.target_rows(ids)] = obs
         if env_rows is None and what == "step":
             b.rewards[ids], b.terminations[ids], b.truncations[ids] = out.rewards, out.terminations, out.truncations
         if not self._checked[what]:
-            self._check(ids, what, obs, out)
+            self._check(ids, what, out)
             self._checked[what] = True
-        infos = self.env.infos(ids - self.env_ids.start)
+        infos = self.env.infos(local)
         if not infos:
             return []  # no infos: nothing per env
         listed: list[dict] = [{}] * len(ids)
@@ -256,10 +253,10 @@ class BatchEngine(Engine):
             listed[row] = info
         return listed
 
-    def _check(self, ids: np.ndarray, what: str, obs: np.ndarray, out: Outputs) -> None:
+    def _check(self, ids: np.ndarray, what: str, out: Outputs) -> None:
         """The observations of the first reset and step lie in the observation space, rewards are finite."""
         space = batch_space(self.env.single_observation_space, len(ids))
-        values = self._obs.read(obs)
+        values = out.obs
         if not space.contains(values):
             bad = int(ids[0])
             if isinstance(values, np.ndarray) and isinstance(space, spaces.Box):

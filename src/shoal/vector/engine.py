@@ -326,7 +326,7 @@ def run_of(ids: np.ndarray) -> slice | np.ndarray:
     """Sorted, distinct env ids as a slice when they are consecutive (a group, the usual case): indexing a buffer
     with it is a view, not a gather, which counts with thousands of envs per group (batch-native envs)."""
     n = len(ids)
-    if n > 1 and int(ids[-1]) - int(ids[0]) == n - 1:
+    if n and int(ids[-1]) - int(ids[0]) == n - 1:
         return slice(int(ids[0]), int(ids[-1]) + 1)
     return ids
 

@@ -376,3 +376,120 @@ class BadBatch(BatchEnv):
             out.rewards[bad] = np.nan
         elif len(bad):
             raise ValueError("instance 1 broke")
+
+
+# -- multi-agent (PettingZoo) envs ----------------------------------------------------------------------------------
+
+from pettingzoo import ParallelEnv  # noqa: E402
+from pettingzoo.utils import BaseWrapper  # noqa: E402
+
+JOIN_LEAVE_OBS = spaces.Box(-(10**6), 10**6, (3,), np.int64)
+JOIN_LEAVE_SCRIPT = {  # step -> (agents leaving at that step: (agent, "term" | "trunc"), agents joining after it)
+    2: ([("b", "term")], []),
+    3: ([], ["c"]),
+    5: ([("a", "term")], []),
+    6: ([("c", "trunc")], []),
+}
+
+
+class JoinLeave(ParallelEnv):
+    """A scripted variable population. Agents ``a`` and ``b`` start; ``b`` terminates at step 2; ``c`` joins after
+    step 2 (its first observation, reward 0, comes with step 3); ``a`` terminates at step 5; ``c`` truncates at step 6, which
+    ends the episode. An agent's observation is ``[base + t, agent number, its last action]`` (``base``: the reset
+    seed, or the last base + 1000 without one); its reward ``10 * t + action``; its info ``{"t": t}`` (``{"hello":
+    number}`` at reset). ``fail_at``: the step that raises ``ValueError``."""
+
+    metadata = {"name": "join_leave_v0"}
+    possible_agents = ["a", "b", "c"]
+
+    def __init__(self, fail_at=None):
+        self.fail_at = fail_at
+        self.base = 0
+        self.agents = []
+
+    def observation_space(self, agent):
+        return JOIN_LEAVE_OBS
+
+    def action_space(self, agent):
+        return spaces.Discrete(4)
+
+    def _obs(self, agent, action=0):
+        return np.array([self.base + self.t, "abc".index(agent), action], np.int64)
+
+    def reset(self, seed=None, options=None):
+        self.base = seed if seed is not None else self.base + 1000
+        self.t = 0
+        self.agents = ["a", "b"]
+        return {a: self._obs(a) for a in self.agents}, {a: {"hello": "abc".index(a)} for a in self.agents}
+
+    def step(self, actions):
+        self.t += 1
+        if self.t == self.fail_at:
+            raise ValueError(f"scripted failure at step {self.t}")
+        leaving, joining = JOIN_LEAVE_SCRIPT.get(self.t, ([], []))
+        obs = {a: self._obs(a, int(actions[a])) for a in self.agents}
+        rewards = {a: float(10 * self.t + int(actions[a])) for a in self.agents}
+        terms = {a: False for a in self.agents}
+        truncs = {a: False for a in self.agents}
+        infos = {a: {"t": self.t} for a in self.agents}
+        for agent, how in leaving:
+            (terms if how == "term" else truncs)[agent] = True
+        self.agents = [a for a in self.agents if not (terms[a] or truncs[a])] + joining
+        for agent in joining:  # a joining agent's first observation comes with this step, reward 0
+            obs[agent], rewards[agent], terms[agent], truncs[agent], infos[agent] = self._obs(agent), 0.0, False, False, {"t": self.t}
+        return obs, rewards, terms, truncs, infos
+
+
+class MoveRaises(BaseWrapper):
+    """An AEC env whose ``agent``'s step raises ``ValueError`` on action ``action``."""
+
+    def __init__(self, env, agent, action):
+        super().__init__(env)
+        self.bad = (agent, action)
+
+    def step(self, action):
+        if (self.agent_selection, action) == self.bad:
+            raise ValueError(f"illegal move {action}")
+        super().step(action)
+
+
+def rps_raising():
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # PettingZoo deprecates importing an env module
+        from pettingzoo.classic import rps_v2
+
+    return MoveRaises(rps_v2.env(), "player_1", 2)
+
+
+class LiesAboutObs(ParallelEnv):
+    """Agent ``y``'s observation has the wrong shape at step ``bad_at`` (0: at reset)."""
+
+    metadata = {"name": "lies_v0"}
+    possible_agents = ["x", "y"]
+
+    def __init__(self, bad_at=1, what="shape"):
+        self.bad_at, self.what = bad_at, what
+
+    def observation_space(self, agent):
+        return spaces.Box(0, 1, (2,), np.float32)
+
+    def action_space(self, agent):
+        return spaces.Discrete(2)
+
+    def _obs(self, t):
+        good = {a: np.zeros(2, np.float32) for a in self.possible_agents}
+        if t == self.bad_at:
+            good["y"] = np.zeros(3, np.float32) if self.what == "shape" else None
+        return good
+
+    def reset(self, seed=None, options=None):
+        self.t = 0
+        self.agents = list(self.possible_agents)
+        return self._obs(0), {}
+
+    def step(self, actions):
+        self.t += 1
+        flags = {a: False for a in self.agents}
+        return self._obs(self.t), {a: 0.0 for a in self.agents}, flags, dict(flags), {}

@@ -125,10 +125,11 @@ def test_foreign_envs_say_what_they_are():
         warnings.simplefilter("ignore", DeprecationWarning)  # PettingZoo deprecates importing an env module
         from pettingzoo.classic import rps_v2
 
+    # a PettingZoo env instance (shoal.make vectorizes its constructor), and one beside a Gymnasium env
     with pytest.raises(errors.ConfigError, match=r"is a PettingZoo ParallelEnv \(a multi-agent env\)"):
-        shoal.make(rps_v2.parallel_env, 2, backend="serial")
+        shoal.make(rps_v2.parallel_env(), 2, backend="serial")
     with pytest.raises(errors.ConfigError, match=r"is a PettingZoo AECEnv \(a multi-agent env\)"):
-        shoal.make(rps_v2.env, 2, backend="serial")
+        shoal.make([lambda: gym.make("CartPole-v1"), rps_v2.env], backend="serial")
     assert pettingzoo.__version__
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -103,3 +103,31 @@ def test_adapter_says_what_the_vector_env_must_be():
     with pytest.raises(ConfigError, match=r"full_action_space=True"):
         shoal.sb3.VecEnv(mixed)
     mixed.close()
+
+
+def test_multiagent_rows_train_with_sb3():
+    from stable_baselines3 import PPO
+
+    from fakes import JoinLeave
+
+    envs = shoal.sb3.VecEnv(shoal.make(JoinLeave, 2, autoreset_mode="same_step", backend="serial"))
+    assert envs.num_envs == 6  # a row per agent
+    envs.reset()
+    for t in range(3):
+        obs, reward, dones, infos = envs.step(np.ones(6, np.int64))
+    # step 3: agent b (rows 1 and 4) is gone: a done padding row, with its own zero observation as terminal one
+    np.testing.assert_array_equal(dones, [False, True, False] * 2)
+    np.testing.assert_array_equal(infos[1]["terminal_observation"], [0, 0, 0])
+    assert infos[0]["t"] == 3 and "terminal_observation" not in infos[0]
+    for t in range(3):
+        obs, reward, dones, infos = envs.step(np.ones(6, np.int64))
+    # step 6 ends each env's episode: rows with an agent in it get their final observation, then the new episode's
+    assert dones.all()
+    np.testing.assert_array_equal(infos[2]["terminal_observation"], [1006, 2, 1])  # first reset without a seed: 1000
+    assert infos[2]["TimeLimit.truncated"] and infos[2]["t"] == 6
+    np.testing.assert_array_equal(obs[:3], [[2000, 0, 0], [2000, 1, 0], [0, 0, 0]])  # the new episode, t = 0
+    assert envs.reset_infos[0]["hello"] == 0
+    model = PPO("MlpPolicy", envs, n_steps=16, batch_size=48, n_epochs=1, seed=0, device="cpu")
+    model.learn(total_timesteps=96)
+    assert model.num_timesteps >= 96
+    envs.close()

@@ -12,6 +12,7 @@ from gymnasium.vector.utils import batch_differing_spaces
 
 from shoal.batch import BatchEngineFactory, BatchEnv, batch_class_of, check_spaces
 from shoal.errors import ConfigError
+from shoal.multiagent.engine import is_pettingzoo
 from shoal.vector.base import Backend, VectorEnv
 from shoal.vector.gym_engine import GymEngineFactory, refuse_foreign
 
@@ -145,8 +146,21 @@ def build(
     **options: Any,
 ) -> VectorEnv:
     """The vector env of :func:`make` over ``env_fns``; ``caller`` names the class or function the user called
-    (errors about the sub-envs name it, as Gymnasium's do)."""
-    single_obs, single_act, metadata, render_mode = _probe(env_fns[0])
+    (errors about the sub-envs name it, as Gymnasium's do). PettingZoo envs make a multi-agent vector env
+    (:mod:`shoal.multiagent`)."""
+    probe = env_fns[0]()
+    try:
+        if is_pettingzoo(probe):
+            from shoal.multiagent import build as build_multiagent
+
+            return build_multiagent(env_fns, probe, observation_mode=observation_mode, batch_size=batch_size, **options)
+        refuse_foreign(probe)
+        single_obs, single_act = probe.observation_space, probe.action_space
+        metadata, render_mode = dict(probe.metadata), probe.render_mode
+    finally:
+        close = getattr(probe, "close", None)
+        if callable(close):
+            close()
     observation_space = None
     if isinstance(observation_mode, tuple):
         if len(observation_mode) != 2 or not all(isinstance(s, Space) for s in observation_mode):
@@ -182,15 +196,3 @@ def build(
         batch_size=batch_size,
         **options,
     )
-
-
-def _probe(env_fn: Callable[[], Env]) -> tuple[Space, Space, dict, str | None]:
-    """Env 0's spaces, metadata and render mode, from an instance made here and closed."""
-    probe = env_fn()
-    try:
-        refuse_foreign(probe)
-        return probe.observation_space, probe.action_space, dict(probe.metadata), probe.render_mode
-    finally:
-        close = getattr(probe, "close", None)
-        if callable(close):
-            close()

@@ -6,7 +6,8 @@
 A thin translation of SB3's API onto the one :class:`~shoal.vector.base.VectorEnv`: ``step_async``/``step_wait``
 are its ``send``/``recv`` (so the envs step while SB3 does other work), ``dones`` are ``terminated | truncated``,
 each done env's ``infos[i]`` holds its episode's last info with ``terminal_observation`` and
-``TimeLimit.truncated``, and ``reset_infos[i]`` the info of the reset that followed (SB3 resets in the step that
+``TimeLimit.truncated``, and ``reset_infos[i]`` the info of the reset that followed (a multi-agent env's padding
+rows, whose agent is absent, are done with their own zero observation as ``terminal_observation``) (SB3 resets in the step that
 ends an episode, Gymnasium's same-step autoreset, which the vector env must use). ``seed``/``set_options`` apply
 to the next ``reset``, as in SB3; ``get_attr``/``set_attr``/``env_method`` reach only the envs of ``indices``.
 Needs ``pip install "shoal[sb3]"`` (with PyTorch installed first, or pip pulls its CUDA build).
@@ -74,12 +75,15 @@ class VecEnv(_SB3VecEnv):
         obs, reward, terminated, truncated, info = self.venv_shoal.recv()
         dones = terminated | truncated
         final_obs, final_info = info.pop("final_obs", None), info.pop("final_info", None)
-        info.pop("_final_obs", None)
+        ended = info.pop("_final_obs", None)
         info.pop("_final_info", None)
         infos = unbatch(info, self.num_envs)
         if dones.any():
             finals = unbatch(final_info or {}, self.num_envs)
             for i in np.flatnonzero(dones).tolist():
+                if ended is None or not ended[i]:  # a multi-agent padding row (its agent is absent): no reset
+                    infos[i]["terminal_observation"] = _row(obs, i)
+                    continue
                 self.reset_infos[i] = infos[i]  # what came with the row after the reset: its reset info
                 infos[i] = finals[i]
                 infos[i]["terminal_observation"] = final_obs[i]
@@ -119,6 +123,15 @@ class VecEnv(_SB3VecEnv):
 
     def _indices(self, indices: Any) -> list[int]:
         return list(self._get_indices(indices))
+
+
+def _row(batch: Any, i: int) -> Any:
+    """Row ``i`` of a batch of observations (a dict or tuple of arrays, or an array)."""
+    if isinstance(batch, dict):
+        return {key: _row(value, i) for key, value in batch.items()}
+    if isinstance(batch, tuple):
+        return tuple(_row(value, i) for value in batch)
+    return batch[i]
 
 
 def unbatch(info: dict[str, Any], n: int) -> list[dict[str, Any]]:

@@ -97,11 +97,15 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
         inline: bool | None = None,
         extras: dict[str, tuple[np.dtype, tuple[int, ...]]] | None = None,
         address: str | None = None,
+        rows_per_env: int = 1,
     ) -> None:
         self.closed = True  # until the backend is up, so __del__ of a half-built env does nothing
         if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)) or num_envs < 1:
             raise ConfigError(f"num_envs must be a positive integer, got {num_envs!r}")
         self.num_envs = int(num_envs)
+        self.rows_per_env = rows_per_env
+        """Consecutive rows an engine steps as one (a multi-agent env's agents): groups, asynchronous batches and
+        workers' shares are made of whole units of that many rows."""
         self.autoreset_mode = parse_autoreset_mode(autoreset_mode)
         self.backend = backend
         self.num_workers = self._num_workers(backend, num_workers, address)
@@ -178,17 +182,24 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
             raise ConfigError(f"backend must be 'serial', 'multiprocessing' or 'ray', got {backend!r}")
         if address is not None and backend != "ray":
             raise ConfigError(f"address= is the Ray cluster to join; it needs backend='ray', not {backend!r}")
+        units = self.num_envs // self.rows_per_env
         if num_workers is None and backend == "ray":
             from shoal.vector.ray_transport import cluster_cpus
 
-            return min(self.num_envs, cluster_cpus(address))
+            return min(units, cluster_cpus(address))
         if num_workers is None:
-            return 1 if backend == "serial" else min(self.num_envs, os.cpu_count() or 1)
+            return 1 if backend == "serial" else min(units, os.cpu_count() or 1)
         if isinstance(num_workers, bool) or not isinstance(num_workers, (int, np.integer)):
             raise ConfigError(f"num_workers must be an integer, got {num_workers!r}")
-        if not 1 <= num_workers <= self.num_envs:
-            raise ConfigError(f"num_workers must be between 1 and num_envs={self.num_envs}, got {num_workers}")
+        if not 1 <= num_workers <= units:
+            raise ConfigError(f"num_workers must be between 1 and {self._units_text(units)}, got {num_workers}")
         return int(num_workers)
+
+    def _units_text(self, units: int, form: str = "={}") -> str:
+        """How errors name the number of envs: ``num_envs``, or the envs of several rows each."""
+        if self.rows_per_env == 1:
+            return "num_envs" + form.format(units)
+        return f"the number of envs ({units}, of {self.rows_per_env} rows each)"
 
     def _batch_size(self, batch_size: int | None) -> int:
         if batch_size is None or batch_size == self.num_envs:
@@ -197,10 +208,16 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
             raise ConfigError(f"batch_size must be an integer, got {batch_size!r}")
         if not 1 <= batch_size <= self.num_envs:
             raise ConfigError(f"batch_size must be between 1 and num_envs={self.num_envs}, got {batch_size}")
-        if self.num_envs % self.num_workers:
+        rows, units = self.rows_per_env, self.num_envs // self.rows_per_env
+        if batch_size % rows:
             raise ConfigError(
-                f"batch_size < num_envs shares the envs evenly among the workers, so num_envs ({self.num_envs}) must "
-                f"be divisible by num_workers ({self.num_workers})"
+                f"batch_size must be a multiple of {rows} (each env has {rows} rows, one per agent, and a batch "
+                f"holds whole envs), got {batch_size}"
+            )
+        if units % self.num_workers:
+            raise ConfigError(
+                f"batch_size < num_envs shares the envs evenly among the workers, so "
+                f"{self._units_text(units, ' ({})')} must be divisible by num_workers ({self.num_workers})"
             )
         return int(batch_size)
 
@@ -212,14 +229,17 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
         steps the next one while the caller handles the one it just returned (EnvPool keeps its threads busy the
         same way, with a queue of envs).
         """
+        rows, units = self.rows_per_env, self.num_envs // self.rows_per_env
         if not self.is_async:
-            groups = split_groups(self.num_envs, self.num_workers)
-            return groups, [[g] for g in range(len(groups))]
-        share = self.num_envs // self.num_workers
-        size = max(d for d in range(1, max(share // 2, 1) + 1) if share % d == 0 and self.batch_size % d == 0)
+            groups = split_groups(units, self.num_workers)
+            return [_scaled(g, rows) for g in groups], [[g] for g in range(len(groups))]
+        share, batch = units // self.num_workers, self.batch_size // rows
+        size = max(d for d in range(1, max(share // 2, 1) + 1) if share % d == 0 and batch % d == 0)
         per_worker = share // size
-        groups = split_groups(self.num_envs, self.num_envs // size)
-        return groups, [list(range(w * per_worker, (w + 1) * per_worker)) for w in range(self.num_workers)]
+        groups = split_groups(units, units // size)
+        return [_scaled(g, rows) for g in groups], [
+            list(range(w * per_worker, (w + 1) * per_worker)) for w in range(self.num_workers)
+        ]
 
     def _make_transport(
         self, factory: EngineFactory, spec: BufferSpec, backend: str, hosts: list[list[int]], **options: Any
@@ -268,7 +288,7 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
         mask = options.pop("reset_mask", None)
         if seed is None and self._held is None:
             seed = self._default_seed
-        seeds = check_seeds(seed, self.num_envs)
+        seeds = self._seeds(seed)
         payload_options = options or None
         if mask is None:
             self._discard_in_flight()
@@ -276,7 +296,7 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
             ids = [self._group_ids(g) for g in groups]
             self._buffers.obs_target[:] = 0
         else:
-            mask = check_reset_mask(mask, self.num_envs)
+            mask = self._reset_mask(mask)
             if self._held is None and not self.is_async:  # as in Gymnasium: the others keep their initial zeros
                 self._hold(list(range(len(self.groups))))
             if self._held is None:
@@ -623,6 +643,14 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
             infos["env_id"] = np.arange(self.num_envs)
         return infos
 
+    def _seeds(self, seed: Any) -> list[int | None]:
+        """One seed (or None) per env row from what ``reset(seed=...)`` got (a subclass's hook)."""
+        return check_seeds(seed, self.num_envs)
+
+    def _reset_mask(self, mask: Any) -> np.ndarray:
+        """``options["reset_mask"]`` checked, one bool per env row (a subclass's hook)."""
+        return check_reset_mask(mask, self.num_envs)
+
     def _check_env_actions(self, ids: np.ndarray, values: np.ndarray, offsets: np.ndarray | None) -> None:
         """Per-env checks beyond the action space (a subclass's hook): ``values`` holds one action per env of
         ``ids``, or with ``offsets`` the concatenated sequences (env ``j``: ``values[offsets[j]:offsets[j + 1]]``)."""
@@ -662,6 +690,11 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
     def _discard_in_flight(self) -> None:
         self._park_in_flight()
         self._ready = []
+
+
+def _scaled(units: range, rows: int) -> range:
+    """The rows of a range of units of ``rows`` rows each."""
+    return range(units.start * rows, units.stop * rows)
 
 
 def _take(array: np.ndarray, rows: Any) -> np.ndarray:

@@ -31,8 +31,9 @@ def refuse_foreign(env: Any) -> None:
         elif pettingzoo is not None and isinstance(env, pettingzoo.ParallelEnv):
             kind = "ParallelEnv"
         raise ConfigError(
-            f"{name} is a PettingZoo {kind} (a multi-agent env); shoal.make vectorizes single-agent Gymnasium envs "
-            f"(gymnasium.Env): a callable returning one, or a Gymnasium id"
+            f"{name} is a PettingZoo {kind} (a multi-agent env) where a single-agent gymnasium.Env was expected: "
+            f"shoal.make vectorizes PettingZoo envs with agents as rows when given a callable that makes one (e.g. "
+            f"pistonball_v6.parallel_env), and one vector env holds one kind of env (env 0's)"
         )
     if module.split(".")[0] == "gym":
         raise ConfigError(

@@ -1,0 +1,393 @@
+"""Multi-agent (PettingZoo) envs with agents as rows: equal to the same envs stepped by hand, on every backend."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+from gymnasium import spaces
+
+import shoal
+from fakes import JOIN_LEAVE_OBS, JoinLeave, LiesAboutObs, rps_raising
+from shoal import errors
+
+pytest.importorskip("pettingzoo")
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from pettingzoo.butterfly import knights_archers_zombies_v11, pistonball_v6
+    from pettingzoo.classic import rps_v2, tictactoe_v3
+from pettingzoo.utils.conversions import aec_to_parallel, turn_based_aec_to_parallel
+from mpe2 import simple_adversary_v3, simple_spread_v3
+from functools import partial
+
+
+def zero_like(space):
+    return np.zeros(space.shape, space.dtype)
+
+
+class ByHand:
+    """``n`` PettingZoo Parallel envs stepped with PettingZoo's own API, giving the rows shoal must give: agents in
+    ``possible_agents`` order, padding rows (obs 0, reward 0, terminated, not truncated, unmasked), an env's episode
+    over when it has no agents left, next-step autoreset of the whole env (seed None)."""
+
+    def __init__(self, fn, n, convert=None):
+        self.envs = [(convert or (lambda e: e))(fn()) for _ in range(n)]
+        self.agents = list(self.envs[0].possible_agents)
+        shapes = {self.envs[0].observation_space(a).shape for a in self.agents}
+        self.width = max(int(np.prod(s)) for s in shapes) if len(shapes) > 1 else None  # rows padded to one length
+        self.space = self.envs[0].observation_space(self.agents[0])
+        self.over = [False] * n
+
+    def _obs(self, value):
+        if self.width is None:
+            return np.asarray(value)
+        flat = np.ravel(value)
+        return np.concatenate([flat, np.zeros(self.width - len(flat), flat.dtype)])
+
+    def _rows(self, obs, flags):
+        out = []
+        for agent in self.agents:
+            if agent in obs:
+                r, te, tr = (float(f[agent]) if i == 0 else bool(f[agent]) for i, f in enumerate(flags)) if flags else (0.0, False, False)
+                out.append((self._obs(obs[agent]), r, te, tr, True))
+            else:
+                zero = zero_like(self.space) if self.width is None else np.zeros(self.width)
+                out.append((zero, 0.0, True, False, False))
+        return out
+
+    def _stack(self, rows):
+        obs, rew, term, trunc, mask = zip(*rows)
+        return np.stack(obs), np.array(rew), np.array(term), np.array(trunc), np.array(mask)
+
+    def reset(self, seed):
+        rows = []
+        for e, env in enumerate(self.envs):
+            obs, _ = env.reset(seed=seed + e)
+            rows += self._rows(obs, None)
+            self.over[e] = False
+        return self._stack(rows)
+
+    def step(self, actions):
+        rows, a = [], len(self.agents)
+        for e, env in enumerate(self.envs):
+            if self.over[e]:
+                obs, _ = env.reset()
+                rows += self._rows(obs, None)
+                self.over[e] = False
+                continue
+            act = {agent: actions[e * a + self.agents.index(agent)] for agent in env.agents}
+            obs, rew, term, trunc, _ = env.step(act)
+            rows += self._rows(obs, (rew, term, trunc))
+            self.over[e] = not env.agents or all(term[x] or trunc[x] for x in obs)
+        return self._stack(rows)
+
+
+def assert_rows(mine, expected, where):
+    obs, rew, term, trunc, info = mine
+    e_obs, e_rew, e_term, e_trunc, e_mask = expected
+    np.testing.assert_array_equal(obs, e_obs.astype(obs.dtype), err_msg=f"{where}: obs")
+    np.testing.assert_array_equal(rew, e_rew, err_msg=f"{where}: rewards")
+    np.testing.assert_array_equal(term, e_term, err_msg=f"{where}: terminations")
+    np.testing.assert_array_equal(trunc, e_trunc, err_msg=f"{where}: truncations")
+    np.testing.assert_array_equal(info["agent_mask"], e_mask, err_msg=f"{where}: agent_mask")
+
+
+def run_beside(fn, n, steps, config, seed=3, convert=None):
+    """Step shoal's vector env of ``fn`` and :class:`ByHand` with the same random actions; returns the masks seen."""
+    hand = ByHand(fn, n, convert)
+    masks = []
+    with shoal.make(fn, n, **config) as envs:
+        assert envs.possible_agents == hand.agents
+        obs, info = envs.reset(seed=seed)
+        expected = hand.reset(seed)
+        np.testing.assert_array_equal(obs, expected[0].astype(obs.dtype))
+        np.testing.assert_array_equal(info["agent_mask"], expected[4])
+        envs.action_space.seed(seed)
+        for t in range(steps):
+            actions = envs.action_space.sample()
+            mine = envs.step(actions)
+            assert_rows(mine, hand.step(actions), f"step {t}")
+            masks.append(mine[4]["agent_mask"].reshape(n, -1))
+    return np.array(masks)
+
+
+SMALL_BACKENDS = [
+    pytest.param({"backend": "serial"}, id="serial"),
+    pytest.param({"backend": "multiprocessing", "num_workers": 2, "context": "fork"}, id="mp"),
+    pytest.param({"backend": "multiprocessing", "num_workers": 2, "context": "spawn", "inline": False}, id="mp-spawn"),
+    pytest.param({"backend": "ray", "num_workers": 2}, id="ray", marks=pytest.mark.ray),
+]
+
+
+@pytest.mark.parametrize("config", SMALL_BACKENDS)
+def test_simple_spread_equals_pettingzoo_by_hand(config):
+    masks = run_beside(partial(simple_spread_v3.parallel_env, max_cycles=5), 4, 13, config)
+    assert masks.all()  # MPE agents never leave; episodes end by truncation (twice here)
+
+
+@pytest.mark.parametrize("config", SMALL_BACKENDS)
+def test_knights_archers_zombies_removes_agents_mid_episode(config):
+    fn = partial(knights_archers_zombies_v11.parallel_env, line_death=True, max_cycles=30)
+    masks = run_beside(fn, 2, 70, config, seed=3)
+    partly = masks.any(axis=2) & ~masks.all(axis=2)  # some agents of an env gone, others still playing
+    assert partly.any(), "no agent died mid-episode: the test would not show removal"
+
+
+@pytest.mark.parametrize(
+    "config",
+    [pytest.param({"backend": "serial"}, id="serial"),
+     pytest.param({"backend": "multiprocessing", "num_workers": 2, "context": "fork"}, id="mp")],
+)
+def test_pistonball_images_and_twenty_agents(config):
+    fn = partial(pistonball_v6.parallel_env, max_cycles=6)
+    run_beside(fn, 2, 14, config)
+
+
+def test_pistonball_on_ray(ray_session):
+    run_beside(partial(pistonball_v6.parallel_env, max_cycles=4), 2, 9, {"backend": "ray", "num_workers": 2})
+
+
+# -- ordering, padding and masks: the scripted variable population --------------------------------------------------
+
+P = None  # shorthand for a padding observation in the tables
+# step -> (observation [base + t, number, last action] per row a, b, c or P; rewards; terminated; truncated; mask),
+# every action 1, reset seed 7 (base 7); step 7 is the autoreset (seed None: base 1007).
+NEXT_STEP_TABLE = [
+    ([[8, 0, 1], [8, 1, 1], P], [11, 11, 0], [0, 0, 1], [0, 0, 0], [1, 1, 0]),
+    ([[9, 0, 1], [9, 1, 1], P], [21, 21, 0], [0, 1, 1], [0, 0, 0], [1, 1, 0]),
+    ([[10, 0, 1], P, [10, 2, 0]], [31, 0, 0], [0, 1, 0], [0, 0, 0], [1, 0, 1]),
+    ([[11, 0, 1], P, [11, 2, 1]], [41, 0, 41], [0, 1, 0], [0, 0, 0], [1, 0, 1]),
+    ([[12, 0, 1], P, [12, 2, 1]], [51, 0, 51], [1, 1, 0], [0, 0, 0], [1, 0, 1]),
+    ([P, P, [13, 2, 1]], [0, 0, 61], [1, 1, 0], [0, 0, 1], [0, 0, 1]),
+    ([[1007, 0, 0], [1007, 1, 0], P], [0, 0, 0], [0, 0, 1], [0, 0, 0], [1, 1, 0]),
+    ([[1008, 0, 1], [1008, 1, 1], P], [11, 11, 0], [0, 0, 1], [0, 0, 0], [1, 1, 0]),
+]
+
+
+def table_obs(rows):
+    return np.array([[0, 0, 0] if r is None else r for r in rows], np.int64)
+
+
+@pytest.mark.parametrize("config", SMALL_BACKENDS)
+def test_variable_population_rows_next_step(config):
+    with shoal.make(JoinLeave, 2, autoreset_mode="next_step", **config) as envs:
+        assert (envs.num_envs, envs.num_multiagent_envs, envs.agents_per_env) == (6, 2, 3)
+        assert envs.row_agent == ["a", "b", "c", "a", "b", "c"]
+        np.testing.assert_array_equal(envs.row_env, [0, 0, 0, 1, 1, 1])
+        obs, info = envs.reset(seed=[7, 7])
+        np.testing.assert_array_equal(obs[:3], table_obs([[7, 0, 0], [7, 1, 0], P]))
+        np.testing.assert_array_equal(info["agent_mask"], [1, 1, 0, 1, 1, 0])
+        np.testing.assert_array_equal(info["hello"], [0, 1, 0, 0, 1, 0])
+        np.testing.assert_array_equal(info["_hello"], [1, 1, 0, 1, 1, 0])
+        np.testing.assert_array_equal(info["env_index"], [0, 0, 0, 1, 1, 1])
+        np.testing.assert_array_equal(info["agent_index"], [0, 1, 2, 0, 1, 2])
+        for t, (rows, rew, term, trunc, mask) in enumerate(NEXT_STEP_TABLE, start=1):
+            obs, r, te, tr, info = envs.step(np.ones(6, np.int64))
+            for e in range(2):
+                np.testing.assert_array_equal(obs[3 * e : 3 * e + 3], table_obs(rows), err_msg=f"step {t}")
+                np.testing.assert_array_equal(r[3 * e : 3 * e + 3], rew, err_msg=f"step {t}")
+                np.testing.assert_array_equal(te[3 * e : 3 * e + 3], np.array(term, bool), err_msg=f"step {t}")
+                np.testing.assert_array_equal(tr[3 * e : 3 * e + 3], np.array(trunc, bool), err_msg=f"step {t}")
+                np.testing.assert_array_equal(info["agent_mask"][3 * e : 3 * e + 3], np.array(mask, bool))
+            live = np.tile(np.array(mask, bool), 2)
+            if t == 7:  # the autoreset step: the reset infos, in the live rows
+                np.testing.assert_array_equal(info["_hello"], live)
+            else:
+                np.testing.assert_array_equal(info["t"][live], t if t < 7 else t - 7)  # the env's own step count
+                np.testing.assert_array_equal(info["_t"], live)
+
+
+def test_variable_population_rows_same_step():
+    with shoal.make(JoinLeave, 1, autoreset_mode="same_step", backend="serial") as envs:
+        envs.reset(seed=7)
+        for t in range(5):
+            envs.step(np.ones(3, np.int64))
+        obs, r, te, tr, info = envs.step(np.ones(3, np.int64))  # step 6 ends the episode and resets at once
+        np.testing.assert_array_equal(obs, table_obs([[1007, 0, 0], [1007, 1, 0], P]))  # the new episode
+        np.testing.assert_array_equal(r, [0, 0, 61])  # the final step's rewards and flags
+        np.testing.assert_array_equal(te, [True, True, False])
+        np.testing.assert_array_equal(tr, [False, False, True])
+        np.testing.assert_array_equal(info["agent_mask"], [True, True, False])  # of the observations returned
+        np.testing.assert_array_equal(info["_final_obs"], [True, True, True])
+        np.testing.assert_array_equal(info["final_obs"][2], [13, 2, 1])
+        np.testing.assert_array_equal(info["final_obs"][0], [0, 0, 0])
+        assert info["final_info"]["t"][2] == 6 and not info["final_info"]["_t"][0]
+        np.testing.assert_array_equal(info["_hello"], [True, True, False])
+
+
+def test_variable_population_disabled_autoreset_and_partial_reset():
+    with shoal.make(JoinLeave, 2, autoreset_mode="disabled", backend="serial") as envs:
+        envs.reset(seed=[7, 50])
+        for _ in range(6):
+            envs.step(np.ones(6, np.int64))
+        with pytest.raises(errors.ResetNeededError, match=r"envs \[0, 1, 2, 3, 4, 5\] ended their episode"):
+            envs.step(np.ones(6, np.int64))
+        with pytest.raises(errors.ResetArgumentError, match=r"selects some rows of env 1 \(rows 3-5\) but not all"):
+            envs.reset(options={"reset_mask": np.array([0, 0, 0, 1, 0, 0], bool)})
+        obs, info = envs.reset(seed=[None, 90], options={"reset_mask": np.array([False, True])})  # one bool per env
+        np.testing.assert_array_equal(obs[3:], table_obs([[90, 0, 0], [90, 1, 0], P]))
+        np.testing.assert_array_equal(obs[:3], table_obs([P, P, [13, 2, 1]]))  # env 0 untouched
+        with pytest.raises(errors.ResetNeededError, match=r"envs \[0, 1, 2\]"):
+            envs.step(np.ones(6, np.int64))
+
+
+def test_async_batches_are_whole_envs():
+    with shoal.make(JoinLeave, 4, backend="multiprocessing", num_workers=2, batch_size=6, context="fork") as envs:
+        obs, info = envs.reset(seed=0)
+        seen = set()
+        for _ in range(8):
+            ids = info["env_id"]
+            assert len(ids) == 6 and (ids.reshape(2, 3) % 3 == [0, 1, 2]).all()
+            np.testing.assert_array_equal(info["env_index"], ids // 3)
+            seen |= set((ids // 3).tolist())
+            obs, r, te, tr, info = envs.step(np.ones(6, np.int64))
+        assert seen == {0, 1, 2, 3}
+    with pytest.raises(errors.ConfigError, match=r"batch_size must be a multiple of 3"):
+        shoal.make(JoinLeave, 4, backend="serial", batch_size=4)
+    with pytest.raises(errors.ConfigError, match=r"num_workers must be between 1 and the number of envs \(4, of 3"):
+        shoal.make(JoinLeave, 4, backend="multiprocessing", num_workers=5)
+
+
+# -- AEC envs, heterogeneous agents, calls ----------------------------------------------------------------------------
+
+
+def test_aec_envs_are_converted():
+    # rps is parallelizable: aec_to_parallel; tictactoe is turn-based: one agent acts per step
+    run_beside(rps_v2.env, 2, 8, {"backend": "serial"}, convert=aec_to_parallel)
+    with shoal.make(tictactoe_v3.env, 2, backend="serial") as envs:
+        obs, info = envs.reset(seed=0)
+        assert set(obs) == {"observation", "action_mask"} and obs["observation"].shape == (4, 3, 3, 2)
+    hand = ByHand(tictactoe_v3.env, 1, convert=turn_based_aec_to_parallel)
+    with shoal.make(tictactoe_v3.env, 1, backend="serial") as envs:
+        obs, _ = envs.reset(seed=0)
+        hand.reset(0)
+        for move in [0, 3, 1, 4, 2, 5, 6]:  # player_1 wins on move 5 (0-1-2); then the game restarts
+            actions = np.array([move, move])
+            obs, r, te, tr, info = envs.step(actions)
+            expected = hand.step(actions)
+            np.testing.assert_array_equal(obs["observation"], np.stack([o["observation"] for o in expected[0]]))
+            np.testing.assert_array_equal(r, expected[1])
+            np.testing.assert_array_equal(te, expected[2])
+        assert r.tolist() == [0.0, 0.0] and not te.any()  # the move after the win was the autoreset step
+
+
+def test_heterogeneous_observations_are_flattened_rows():
+    fn = simple_adversary_v3.parallel_env
+    probe = fn()
+    sizes = {a: probe.observation_space(a).shape[0] for a in probe.possible_agents}
+    assert len(set(sizes.values())) > 1  # the adversary sees less than the good agents
+    with shoal.make(fn, 2, backend="serial") as envs:
+        assert envs.single_observation_space.shape == (max(sizes.values()),)
+        obs, _ = envs.reset(seed=4)
+        probe.reset(seed=4)
+        expected, _ = probe.reset(seed=4)
+        for k, agent in enumerate(envs.possible_agents):
+            n = sizes[agent]
+            np.testing.assert_array_equal(obs[k, :n], expected[agent])
+            assert not obs[k, n:].any()  # zero padding
+            back = envs.unflatten_agent(agent, obs[[k, k + 3]])
+            assert back.shape == (2, n)
+            np.testing.assert_array_equal(back[0], expected[agent])
+        with pytest.raises(errors.ConfigError, match=r"unknown agent 'nobody'"):
+            envs.unflatten_agent("nobody", obs)
+    run_beside(partial(fn, max_cycles=4), 2, 9, {"backend": "multiprocessing", "num_workers": 2, "context": "fork"})
+
+
+def test_heterogeneous_discrete_actions_are_checked_per_agent():
+    class TwoSizes(JoinLeave):
+        def action_space(self, agent):
+            return spaces.Discrete(2 if agent == "b" else 4)
+
+    with shoal.make(TwoSizes, 2, backend="serial") as envs:
+        assert envs.single_action_space == spaces.Discrete(4)
+        envs.reset(seed=0)
+        envs.step(np.array([3, 1, 3, 3, 1, 3]))
+        with pytest.raises(errors.ActionError, match=r"row 4 \(env 1, agent 'b'\) got action 3, outside that agent's Discrete\(2\)"):
+            envs.step(np.array([3, 1, 3, 3, 3, 3]))
+
+
+def test_incompatible_action_spaces_are_refused_with_a_way_out():
+    class Mixed(JoinLeave):
+        def action_space(self, agent):
+            return spaces.Discrete(2) if agent == "a" else spaces.Box(-1, 1, (2,), np.float32)
+
+    with pytest.raises(errors.ConfigError, match=r"action spaces differ .* pad_action_space_v0"):
+        shoal.make(Mixed, 2, backend="serial")
+
+
+def test_calls_run_once_per_env():
+    with shoal.make(JoinLeave, 2, backend="multiprocessing", num_workers=2, context="fork") as envs:
+        envs.reset(seed=[7, 50])
+        assert envs.get_attr("base") == (7, 7, 7, 50, 50, 50)
+        envs.set_attr("fail_at", [None, None, None, 99, 99, 99])
+        assert envs.get_attr("fail_at") == (None, None, None, 99, 99, 99)
+        assert envs.call_envs([4], lambda env: env.t) == [0]
+        assert envs.call("observation_space", "a") == (JOIN_LEAVE_OBS,) * 6
+
+
+def test_torch_ops_step_rows():
+    torch = pytest.importorskip("torch")
+    with shoal.make(JoinLeave, 2, backend="serial") as envs, shoal.make(JoinLeave, 2, backend="serial") as plain:
+        envs.reset(seed=7)
+        plain.reset(seed=7)
+        handle, send, step, recv, get_last_info, unregister = envs.torch()
+        for t in range(8):
+            obs, reward, term, trunc, _ = step(handle, torch.ones(6, dtype=torch.int64))
+            expected = plain.step(np.ones(6, np.int64))
+            np.testing.assert_array_equal(obs.numpy(), expected[0])
+            np.testing.assert_array_equal(reward.numpy(), expected[1])
+            np.testing.assert_array_equal(term.numpy(), expected[2])
+            np.testing.assert_array_equal(get_last_info(handle)["agent_mask"].numpy(), expected[4]["agent_mask"])
+        unregister(handle)
+
+
+def test_sequences_are_refused():
+    with shoal.make(JoinLeave, 1, backend="serial") as envs:
+        envs.reset(seed=0)
+        with pytest.raises(errors.ActionError, match=r"action sequences are not supported on a multi-agent"):
+            envs.step([np.array([1, 1])] * 3)
+
+
+# -- faults ------------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("config", SMALL_BACKENDS[:2])
+def test_a_raising_agent_step_names_env_and_agent(config):
+    with shoal.make(rps_raising, 2, **config) as envs:
+        envs.reset(seed=0)
+        envs.step(np.array([0, 1, 1, 1]))
+        with pytest.raises(ValueError, match=r"env 1 \(rps_v2, rows 2-3\) raised ValueError stepping agent 'player_1' in step\(\): illegal move 2") as caught:
+            envs.step(np.array([0, 1, 1, 2]))
+        assert isinstance(caught.value, errors.EnvError) and caught.value.env_id == 1
+    with shoal.make(partial(JoinLeave, fail_at=2), 2, backend="serial") as envs:
+        envs.reset(seed=0)
+        envs.step(np.ones(6, np.int64))
+        with pytest.raises(errors.EnvError, match=r"env 0 \(join_leave_v0, rows 0-2\) raised ValueError in step\(\)"):
+            envs.step(np.ones(6, np.int64))
+
+
+@pytest.mark.parametrize("bad_at, during", [(0, "reset"), (1, "step")])
+def test_bad_agent_outputs_name_env_and_agent(bad_at, during):
+    with shoal.make(partial(LiesAboutObs, bad_at=bad_at), 2, backend="serial") as envs:
+        with pytest.raises(errors.EnvOutputError, match=rf"env 0 \(lies_v0, rows 0-1\) returned bad data for agent 'y' from {during}\(\): observation: expected shape \(2,\)"):
+            envs.reset(seed=0)
+            envs.step(np.zeros(4, np.int64))
+
+
+def test_bad_action_rows_are_typed_errors():
+    with shoal.make(JoinLeave, 2, backend="serial") as envs:
+        envs.reset(seed=0)
+        with pytest.raises(errors.ActionError, match=r"expected shape \(6,\), got \(2,\)"):
+            envs.step(np.ones(2, np.int64))
+        with pytest.raises(errors.ActionError, match=r"outside \[0, 3\]"):
+            envs.step(np.full(6, 4))
+
+
+def test_a_pettingzoo_instance_or_a_mix_says_what_to_pass():
+    with pytest.raises(errors.ConfigError, match=r"is a PettingZoo ParallelEnv .* when given a callable"):
+        shoal.make(JoinLeave(), 2)
+    import gymnasium as gym
+
+    with pytest.raises(errors.ConfigError, match=r"one vector env holds one kind of env"):
+        shoal.make([lambda: gym.make("CartPole-v1"), JoinLeave], backend="serial")

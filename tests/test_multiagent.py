@@ -391,3 +391,12 @@ def test_a_pettingzoo_instance_or_a_mix_says_what_to_pass():
 
     with pytest.raises(errors.ConfigError, match=r"one vector env holds one kind of env"):
         shoal.make([lambda: gym.make("CartPole-v1"), JoinLeave], backend="serial")
+
+
+def test_seed_forms():
+    with shoal.make(JoinLeave, 2, backend="serial") as envs:
+        assert envs.reset(seed=7)[0][[0, 3], 0].tolist() == [7, 8]  # env e gets seed + e
+        assert envs.reset(seed=[5, 9])[0][[0, 3], 0].tolist() == [5, 9]  # one per env
+        assert envs.reset(seed=[5, 6, 6, 9, 1, 1])[0][[0, 3], 0].tolist() == [5, 9]  # per row: the first row's
+        with pytest.raises(errors.ResetArgumentError, match=r"expected 2 seeds \(one per env\), got 3"):
+            envs.reset(seed=[1, 2, 3])

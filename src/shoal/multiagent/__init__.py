@@ -16,7 +16,8 @@ Rules, per row (env ``e``, agent ``k``: row ``e * A + k``, ``A = len(possible_ag
 * An env's episode ends when it has no live agents left (``env.agents`` is empty, or every agent it returned
   terminated or truncated). Autoreset then applies to the whole env, on every row, in any autoreset mode; an agent
   that finishes earlier is padding until then.
-* Seeds are per env (``reset(seed=s)`` gives env ``e`` the seed ``s + e``); ``reset_mask`` selects whole envs (one
+* Seeds are per env (``reset(seed=s)`` gives env ``e`` the seed ``s + e``; a list has one seed per env, or one per
+  row, of which each env takes its first row's); ``reset_mask`` selects whole envs (one
   bool per env, or per row with all of an env's rows alike); an asynchronous batch (``batch_size``) is whole envs.
 * ``call``/``get_attr`` run once per env and give each of its rows the result; ``set_attr`` gives each env the value
   of its first row.

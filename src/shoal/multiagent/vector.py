@@ -61,7 +61,12 @@ class MultiAgentVectorEnv(VectorEnv):
         return self.agent_rows.unflatten(agent, observations)
 
     def _seeds(self, seed: Any) -> list[int | None]:
-        """One seed per env (an int ``s`` gives env ``e`` the seed ``s + e``), the same for each of its rows."""
+        """One seed per env (an int ``s`` gives env ``e`` the seed ``s + e``), the same for each of its rows. A list
+        has one seed per env, or one per row (what row-minded code such as SB3's ``seed()`` passes): then each env
+        takes its first row's."""
+        a = self.agents_per_env
+        if a > 1 and isinstance(seed, (list, tuple, np.ndarray)) and len(seed) == self.num_envs:
+            seed = list(check_seeds(seed, self.num_envs))[::a]
         per_env = check_seeds(seed, self.num_multiagent_envs)
         return [s for s in per_env for _ in range(self.agents_per_env)]
 

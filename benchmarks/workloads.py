@@ -85,6 +85,7 @@ class Crowd(ParallelEnv):
     goal y]``, actions stay/up/down/left/right, reward minus the distance to the goal, 100 steps per episode."""
 
     metadata = {"name": "crowd_v0"}
+    render_mode = None
 
     def __init__(self, n: int = 16) -> None:
         self.possible_agents = [f"walker_{k}" for k in range(n)]

@@ -1,6 +1,6 @@
 """PPO with one policy shared by every agent of a PettingZoo env (cleanrl style, one file, MLP, CPU), through shoal.
 
-    python examples/ppo_multiagent.py --total-steps 1000000 --plot curve.png
+    python examples/ppo_multiagent.py --total-steps 2000000 --plot curve.png
 
 shoal turns ``num_envs`` copies of MPE's cooperative ``simple_spread`` (three agents cover three landmarks) into one
 batch of ``num_envs * 3`` rows, one per agent: the policy sees rows, as a single-agent PPO sees envs. Rows whose
@@ -26,7 +26,7 @@ import shoal
 
 @dataclass
 class Args:
-    total_steps: int = 1_000_000
+    total_steps: int = 2_000_000
     """agent steps over all rows"""
     num_envs: int = 32
     """PettingZoo envs (each gives one row per agent)"""
@@ -35,7 +35,11 @@ class Args:
     """rollout length per row"""
     max_cycles: int = 25
     """simple_spread's episode length"""
-    lr: float = 1e-3
+    agents: int = 3
+    """simple_spread's agents (and landmarks)"""
+    local_ratio: float = 0.5
+    """simple_spread's weight of each agent's own collisions against the shared reward (landmarks covered)"""
+    lr: float = 3e-4
     gamma: float = 0.99
     gae_lambda: float = 0.95
     epochs: int = 4
@@ -47,10 +51,10 @@ class Args:
     seed: int = 1
 
 
-def make_env(max_cycles: int) -> Any:
+def make_env(agents: int, max_cycles: int, local_ratio: float) -> Any:
     from mpe2 import simple_spread_v3
 
-    return simple_spread_v3.parallel_env(max_cycles=max_cycles)
+    return simple_spread_v3.parallel_env(N=agents, max_cycles=max_cycles, local_ratio=local_ratio)
 
 
 class Agent(nn.Module):
@@ -70,7 +74,7 @@ def train(**overrides: Any) -> tuple[Agent, list[tuple[int, float]]]:
     args = replace(Args(), **overrides)
     torch.manual_seed(args.seed)
     envs = shoal.make(
-        lambda: make_env(args.max_cycles), args.num_envs, num_workers=args.num_workers, autoreset_mode="same_step"
+        lambda: make_env(args.agents, args.max_cycles, args.local_ratio), args.num_envs, num_workers=args.num_workers, autoreset_mode="same_step"
     )
     n, t_max = envs.num_envs, args.num_steps  # n rows: num_envs * agents
     obs, info = envs.reset(seed=args.seed)

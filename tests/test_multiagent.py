@@ -400,3 +400,20 @@ def test_seed_forms():
         assert envs.reset(seed=[5, 6, 6, 9, 1, 1])[0][[0, 3], 0].tolist() == [5, 9]  # per row: the first row's
         with pytest.raises(errors.ResetArgumentError, match=r"expected 2 seeds \(one per env\), got 3"):
             envs.reset(seed=[1, 2, 3])
+
+
+def test_structured_observations_pad_with_zero_records():
+    class DictJoinLeave(JoinLeave):
+        def observation_space(self, agent):
+            return spaces.Dict({"obs": JOIN_LEAVE_OBS, "pair": spaces.Tuple((spaces.Discrete(3), spaces.Discrete(2)))})
+
+        def _obs(self, agent, action=0):
+            return {"obs": super()._obs(agent, action), "pair": ("abc".index(agent), action % 2)}
+
+    with shoal.make(DictJoinLeave, 2, backend="serial") as envs:
+        obs, info = envs.reset(seed=7)
+        for _ in range(3):
+            obs, r, te, tr, info = envs.step(np.ones(6, np.int64))
+        np.testing.assert_array_equal(obs["obs"][:3], table_obs(NEXT_STEP_TABLE[2][0]))  # b is padding at step 3
+        np.testing.assert_array_equal(obs["pair"][0][:3], [0, 0, 2])
+        np.testing.assert_array_equal(obs["pair"][1][:3], [1, 0, 0])

@@ -394,10 +394,10 @@ JOIN_LEAVE_SCRIPT = {  # step -> (agents leaving at that step: (agent, "term" | 
 
 class JoinLeave(ParallelEnv):
     """A scripted variable population. Agents ``a`` and ``b`` start; ``b`` terminates at step 2; ``c`` joins after
-    step 2 (its first observation, reward 0, comes with step 3); ``a`` terminates at step 5; ``c`` truncates at step 6, which
-    ends the episode. An agent's observation is ``[base + t, agent number, its last action]`` (``base``: the reset
-    seed, or the last base + 1000 without one); its reward ``10 * t + action``; its info ``{"t": t}`` (``{"hello":
-    number}`` at reset). ``fail_at``: the step that raises ``ValueError``."""
+    step 2 (its first observation, reward 0, comes with step 3); ``a`` terminates at step 5; ``c`` truncates at step
+    6, which ends the episode. An agent's observation is ``[base + t, agent number, its last action]`` (``base``: the
+    reset seed, or the last base + 1000 without one); its reward ``10 * t + action``; its info ``{"t": t}``
+    (``{"hello": number}`` at reset). ``fail_at``: the step that raises ``ValueError``."""
 
     metadata = {"name": "join_leave_v0"}
     possible_agents = ["a", "b", "c"]
@@ -436,7 +436,8 @@ class JoinLeave(ParallelEnv):
             (terms if how == "term" else truncs)[agent] = True
         self.agents = [a for a in self.agents if not (terms[a] or truncs[a])] + joining
         for agent in joining:  # a joining agent's first observation comes with this step, reward 0
-            obs[agent], rewards[agent], terms[agent], truncs[agent], infos[agent] = self._obs(agent), 0.0, False, False, {"t": self.t}
+            obs[agent], rewards[agent], infos[agent] = self._obs(agent), 0.0, {"t": self.t}
+            terms[agent] = truncs[agent] = False
         return obs, rewards, terms, truncs, infos
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+from functools import partial
 
 import numpy as np
 import pytest
@@ -19,7 +20,6 @@ with warnings.catch_warnings():
     from pettingzoo.classic import rps_v2, tictactoe_v3
 from pettingzoo.utils.conversions import aec_to_parallel, turn_based_aec_to_parallel
 from mpe2 import simple_adversary_v3, simple_spread_v3
-from functools import partial
 
 
 def zero_like(space):
@@ -49,7 +49,9 @@ class ByHand:
         out = []
         for agent in self.agents:
             if agent in obs:
-                r, te, tr = (float(f[agent]) if i == 0 else bool(f[agent]) for i, f in enumerate(flags)) if flags else (0.0, False, False)
+                r, te, tr = (0.0, False, False)
+                if flags:
+                    r, te, tr = float(flags[0][agent]), bool(flags[1][agent]), bool(flags[2][agent])
                 out.append((self._obs(obs[agent]), r, te, tr, True))
             else:
                 zero = zero_like(self.space) if self.width is None else np.zeros(self.width)
@@ -303,7 +305,8 @@ def test_heterogeneous_discrete_actions_are_checked_per_agent():
         assert envs.single_action_space == spaces.Discrete(4)
         envs.reset(seed=0)
         envs.step(np.array([3, 1, 3, 3, 1, 3]))
-        with pytest.raises(errors.ActionError, match=r"row 4 \(env 1, agent 'b'\) got action 3, outside that agent's Discrete\(2\)"):
+        message = r"row 4 \(env 1, agent 'b'\) got action 3, outside that agent's Discrete\(2\)"
+        with pytest.raises(errors.ActionError, match=message):
             envs.step(np.array([3, 1, 3, 3, 3, 3]))
 
 
@@ -357,7 +360,8 @@ def test_a_raising_agent_step_names_env_and_agent(config):
     with shoal.make(rps_raising, 2, **config) as envs:
         envs.reset(seed=0)
         envs.step(np.array([0, 1, 1, 1]))
-        with pytest.raises(ValueError, match=r"env 1 \(rps_v2, rows 2-3\) raised ValueError stepping agent 'player_1' in step\(\): illegal move 2") as caught:
+        message = r"env 1 \(rps_v2, rows 2-3\) raised ValueError stepping agent 'player_1' in step\(\): illegal move 2"
+        with pytest.raises(ValueError, match=message) as caught:
             envs.step(np.array([0, 1, 1, 2]))
         assert isinstance(caught.value, errors.EnvError) and caught.value.env_id == 1
     with shoal.make(partial(JoinLeave, fail_at=2), 2, backend="serial") as envs:
@@ -370,7 +374,9 @@ def test_a_raising_agent_step_names_env_and_agent(config):
 @pytest.mark.parametrize("bad_at, during", [(0, "reset"), (1, "step")])
 def test_bad_agent_outputs_name_env_and_agent(bad_at, during):
     with shoal.make(partial(LiesAboutObs, bad_at=bad_at), 2, backend="serial") as envs:
-        with pytest.raises(errors.EnvOutputError, match=rf"env 0 \(lies_v0, rows 0-1\) returned bad data for agent 'y' from {during}\(\): observation: expected shape \(2,\)"):
+        message = (rf"env 0 \(lies_v0, rows 0-1\) returned bad data for agent 'y' from {during}\(\): "
+                   r"observation: expected shape \(2,\)")
+        with pytest.raises(errors.EnvOutputError, match=message):
             envs.reset(seed=0)
             envs.step(np.zeros(4, np.int64))
 

@@ -6,10 +6,11 @@
 A thin translation of SB3's API onto the one :class:`~shoal.vector.base.VectorEnv`: ``step_async``/``step_wait``
 are its ``send``/``recv`` (so the envs step while SB3 does other work), ``dones`` are ``terminated | truncated``,
 each done env's ``infos[i]`` holds its episode's last info with ``terminal_observation`` and
-``TimeLimit.truncated``, and ``reset_infos[i]`` the info of the reset that followed (a multi-agent env's padding
-rows, whose agent is absent, are done with their own zero observation as ``terminal_observation``) (SB3 resets in the step that
-ends an episode, Gymnasium's same-step autoreset, which the vector env must use). ``seed``/``set_options`` apply
-to the next ``reset``, as in SB3; ``get_attr``/``set_attr``/``env_method`` reach only the envs of ``indices``.
+``TimeLimit.truncated``, and ``reset_infos[i]`` the info of the reset that followed (SB3 resets in the step that
+ends an episode, Gymnasium's same-step autoreset, which the vector env must use). A multi-agent env's padding rows
+(their agent is absent) are done, with their own zero observation as ``terminal_observation``. ``seed`` and
+``set_options`` apply to the next ``reset``, as in SB3; ``get_attr``/``set_attr``/``env_method`` reach only the envs
+of ``indices``.
 Needs ``pip install "shoal[sb3]"`` (with PyTorch installed first, or pip pulls its CUDA build).
 """
 

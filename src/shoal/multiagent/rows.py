@@ -84,7 +84,8 @@ class AgentRows:
 
     def discrete_limits(self) -> np.ndarray | None:
         """One past the largest action of each agent (heterogeneous Discrete actions), else None."""
-        if not isinstance(self.action_space, spaces.Discrete) or all(s == self.action_space for s in self.action_spaces):
+        same = all(s == self.action_space for s in self.action_spaces)
+        if same or not isinstance(self.action_space, spaces.Discrete):
             return None
         return np.array([int(s.start + s.n) for s in self.action_spaces])
 

@@ -114,7 +114,9 @@ def build(
     """The vector env of ``shoal.make`` over PettingZoo env constructors; ``probe`` is an env made from
     ``env_fns[0]`` (its agents and spaces are everyone's)."""
     if observation_mode != "same":
-        raise ConfigError("observation_mode applies to single-agent Gymnasium envs; a PettingZoo env's rows share one space")
+        raise ConfigError(
+            "observation_mode applies to single-agent Gymnasium envs; a PettingZoo env's rows share one space"
+        )
     env = as_parallel(probe, "env 0")
     rows = AgentRows.of(env, "env 0")
     metadata = dict(getattr(env, "metadata", None) or {})

@@ -423,3 +423,13 @@ def test_structured_observations_pad_with_zero_records():
         np.testing.assert_array_equal(obs["obs"][:3], table_obs(NEXT_STEP_TABLE[2][0]))  # b is padding at step 3
         np.testing.assert_array_equal(obs["pair"][0][:3], [0, 0, 2])
         np.testing.assert_array_equal(obs["pair"][1][:3], [1, 0, 0])
+
+
+def test_envs_whose_agents_differ_from_env_0s_are_refused():
+    class Wider(JoinLeave):
+        def action_space(self, agent):
+            return spaces.Discrete(5)
+
+    message = r"env 1 agent 'a' has observation space .* Discrete\(5\); env 0"
+    with pytest.raises(errors.SpaceMismatchError, match=message):
+        shoal.make([JoinLeave, Wider], backend="serial")

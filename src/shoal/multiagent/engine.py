@@ -9,18 +9,17 @@ truncated); then all its rows end together and the engine's autoreset resets the
 from __future__ import annotations
 
 import sys
-import traceback
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from shoal.errors import ConfigError, EnvError, EnvOutputError
+from shoal.errors import ConfigError, EnvOutputError, SpaceMismatchError
 from shoal.multiagent.rows import AgentRows
 from shoal.spaces import Layout
 from shoal.vector.buffers import Buffers
-from shoal.vector.engine import Engine, blame
+from shoal.vector.engine import Engine, blame, env_error
 from shoal.vector.outputs import Rejected, check_flag, check_reward, observation_check
 
 EXTRAS = {
@@ -105,10 +104,10 @@ class PettingZooEngine(Engine):
         rows = self.rows
         agents = tuple(getattr(env, "possible_agents", ()) or ())
         if agents != rows.agents:
-            raise ConfigError(f"env {e} has possible_agents {list(agents)}, env 0 has {list(rows.agents)}")
+            raise SpaceMismatchError(f"env {e} has possible_agents {list(agents)}, env 0 has {list(rows.agents)}")
         for agent, obs_space, act_space in zip(agents, rows.observation_spaces, rows.action_spaces):
             if env.observation_space(agent) != obs_space or env.action_space(agent) != act_space:
-                raise ConfigError(
+                raise SpaceMismatchError(
                     f"env {e} agent {agent!r} has observation space {env.observation_space(agent)} and action space "
                     f"{env.action_space(agent)}; env 0's agent has {obs_space} and {act_space}"
                 )
@@ -127,27 +126,20 @@ class PettingZooEngine(Engine):
     def _raised(self, e: int, exc: Exception, during: str) -> Exception:
         """The error for env ``e`` raising ``exc``: it names the env, and the agent when it is known (an AEC env
         converted to Parallel steps one agent at a time)."""
-        if isinstance(exc, (EnvError, ConfigError)):
-            return exc
-        env = self.envs[e - self.first_env]
-        agent = getattr(getattr(env, "aec_env", None), "agent_selection", None)
+        agent = getattr(getattr(self.envs[e - self.first_env], "aec_env", None), "agent_selection", None)
         who = f" stepping agent {agent!r}" if agent is not None and during == "step" else ""
-        error = EnvError.of(type(exc))(
-            f"{self._name(e)} raised {type(exc).__name__}{who} in {during}(): {exc}", env_id=e,
-            remote_traceback=traceback.format_exc(),
-        )
-        error.__cause__ = exc
-        return error
+        return env_error(e, exc, self._name(e), f"{who} in {during}()")
 
     # -- primitives ------------------------------------------------------------------------------------------------
 
-    def _envs_of(self, ids: np.ndarray) -> list[int]:
-        return (ids[:: self.rows.count] // self.rows.count).tolist()
+    def _envs_of(self, ids: np.ndarray) -> np.ndarray:
+        """The envs of rows ``ids`` (whole envs, in order)."""
+        return ids[:: self.rows.count] // self.rows.count
 
     def _reset_envs(self, ids: np.ndarray, seeds: Sequence[int | None], options: dict | None) -> list[dict]:
         a = self.rows.count
         infos: list[dict] = []
-        for j, e in enumerate(self._envs_of(ids)):
+        for j, e in enumerate(self._envs_of(ids).tolist()):
             env = self.envs[e - self.first_env]
             try:
                 result = env.reset(seed=seeds[j * a], options=options)
@@ -172,7 +164,7 @@ class PettingZooEngine(Engine):
         if self._action.structured and isinstance(actions, np.ndarray):
             actions = [self._action.item(actions, j) for j in range(len(ids))]
         infos: list[dict] = []
-        for j, e in enumerate(self._envs_of(ids)):
+        for j, e in enumerate(self._envs_of(ids).tolist()):
             env = self.envs[e - self.first_env]
             first = j * a
             step_actions = {agent: rows.action(index[agent], actions[first + index[agent]]) for agent in env.agents}
@@ -245,7 +237,7 @@ class PettingZooEngine(Engine):
         return infos
 
     def _episode_over(self, ids: np.ndarray) -> np.ndarray:
-        return np.repeat(self._over[np.asarray(self._envs_of(ids)) - self.first_env], self.rows.count)
+        return np.repeat(self._over[self._envs_of(ids) - self.first_env], self.rows.count)
 
     # -- calls (once per env; each of its rows gets the result) ------------------------------------------------------
 

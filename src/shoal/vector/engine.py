@@ -76,15 +76,19 @@ class Sequences(NamedTuple):
         return parts
 
 
-def env_error(env_id: int, exc: Exception) -> Exception:
+def env_error(env_id: int, exc: Exception, name: str | None = None, where: str = "") -> Exception:
     """What to raise for ``exc`` raised by env ``env_id``: an :class:`EnvError` naming it, with its traceback.
 
-    Call it inside the ``except`` block (it reads the traceback being handled); shoal's own errors pass through.
+    ``name``: how the message names the env (default ``env {env_id}``); ``where``: text after the exception's type
+    (`` in step()``). Call it inside the ``except`` block (it reads the traceback being handled); shoal's own errors
+    pass through.
     """
     if isinstance(exc, ShoalError):
         return exc
     error = EnvError.of(type(exc))(
-        f"env {env_id} raised {type(exc).__name__}: {exc}", env_id=env_id, remote_traceback=traceback.format_exc()
+        f"{name or f'env {env_id}'} raised {type(exc).__name__}{where}: {exc}",
+        env_id=env_id,
+        remote_traceback=traceback.format_exc(),
     )
     error.__cause__ = exc
     return error

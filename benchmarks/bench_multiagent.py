@@ -2,8 +2,8 @@
 
     python benchmarks/bench_multiagent.py [--seconds 2] [--rounds 3] [--workloads crowd spread pistonball]
 
-Workloads: ``crowd`` (a cheap synthetic env of 16 agents, benchmarks/workloads.py, with its single-agent twin),
-``spread`` (MPE's simple_spread, 3 agents) and ``pistonball`` (butterfly, 20 agents, image observations). Per
+Workloads: ``crowd`` (a cheap synthetic env of 16 agents, benchmarks/multiagent_workloads.py, with its single-agent
+twin), ``spread`` (MPE's simple_spread, 3 agents) and ``pistonball`` (butterfly, 20 agents, image observations). Per
 workload: agent-steps/s (rows per step x steps/s) of shoal's serial and multiprocessing backends (2 workers, with
 and without stepping a group in the calling process, and asynchronous batches of half the envs), of SuperSuit's
 ``pettingzoo_env_to_vec_env_v1`` + ``concat_vec_envs_v1`` in one process and with 2 processes, and of PufferLib's
@@ -23,7 +23,7 @@ import numpy as np
 
 import shoal
 from shoal.bench.throughput import interleaved
-from workloads import Crowd, CrowdSingle
+from multiagent_workloads import Crowd, CrowdSingle
 
 warnings.filterwarnings("ignore")  # SuperSuit and PettingZoo warn about deprecated attributes on every make
 

@@ -55,6 +55,7 @@ from gymnasium.vector.utils import batch_space
 from shoal.errors import ConfigError, EnvOutputError
 from shoal.vector.buffers import Buffers
 from shoal.vector.engine import Engine, blame, run_of
+from shoal.vector.heap import retain_freed_memory
 
 # -- the interface ------------------------------------------------------------------------------------------------
 
@@ -207,6 +208,7 @@ class BatchEngine(Engine):
         self, factory: BatchEngineFactory, env_ids: range, buffers: Buffers, autoreset_mode: AutoresetMode
     ) -> None:
         super().__init__(env_ids, buffers, autoreset_mode)
+        retain_freed_memory()  # numpy's temporaries over thousands of instances: see shoal.vector.heap
         with blame(env_ids.start):
             self.env = factory.cls(num_envs=len(env_ids), **factory.kwargs)
         self._obs = buffers.spec.obs

@@ -24,6 +24,7 @@ from shoal.vector.buffers import BufferSpec
 from shoal.vector._counters import Counters
 from shoal.vector.channel import Channel
 from shoal.vector.engine import LooseObs
+from shoal.vector.heap import retain_freed_memory
 from shoal.vector.link import Link
 
 CLOSE = b"\x02"
@@ -125,6 +126,7 @@ def run(
     ids = range(groups[0].start, groups[-1].stop)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it closes us
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not a handler inherited from the parent (Ray installs one)
+    retain_freed_memory()  # an engine's large temporaries are reused, not mapped and faulted in every step
     parent = os.getppid()
     link = signals.link(conn)
     buffers = spec.view(memory)

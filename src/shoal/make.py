@@ -15,6 +15,7 @@ from shoal.errors import ConfigError
 from shoal.multiagent.engine import is_pettingzoo
 from shoal.vector.base import Backend, VectorEnv
 from shoal.vector.gym_engine import GymEngineFactory, refuse_foreign
+from shoal.vector.load import step_seconds
 
 EnvLike = str | Callable[[], Env] | Sequence[Callable[[], Env]]
 
@@ -194,5 +195,6 @@ def build(
         metadata=metadata,
         render_mode=render_mode,
         batch_size=batch_size,
+        step_cost=functools.partial(step_seconds, env_fns[0]),  # asked only on a busy machine
         **options,
     )

@@ -287,11 +287,7 @@ class Layout:
         What an engine calls per env per step: no dispatch and no field views built per call.
         """
         if not self.structured:
-
-            def write_plain(row: int, value: Any) -> None:
-                batch[row] = value
-
-            return write_plain
+            return batch.__setitem__  # numpy's own: no Python frame per call
         leaves = _leaf_views(self.space, batch, ())
         if self.loose:
             if sink is None:

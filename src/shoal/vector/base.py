@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import warnings
 import weakref
-from typing import Any, Literal, Sequence
+from typing import Any, Callable, Literal, Sequence
 
 import gymnasium
 import numpy as np
@@ -40,6 +40,7 @@ from shoal.vector.checks import (
 )
 from shoal.vector.engine import Command, LooseObs, Op, Sequences
 from shoal.vector.infos import merge_infos
+from shoal.vector.load import BUSY, choose_workers, other_runnable
 from shoal.vector.state import AsyncState, check_idle, check_timeout, check_waiting
 from shoal.vector.transport import EngineFactory, Transport
 
@@ -98,6 +99,7 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
         extras: dict[str, tuple[np.dtype, tuple[int, ...]]] | None = None,
         address: str | None = None,
         rows_per_env: int = 1,
+        step_cost: Callable[[], float | None] | None = None,
     ) -> None:
         self.closed = True  # until the backend is up, so __del__ of a half-built env does nothing
         if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)) or num_envs < 1:
@@ -108,11 +110,14 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
         workers' shares are made of whole units of that many rows."""
         self.autoreset_mode = parse_autoreset_mode(autoreset_mode)
         self.backend = backend
-        self.num_workers = self._num_workers(backend, num_workers, address)
+        self._others = 0.0  # runnable tasks besides this one when the default number of workers was chosen
+        self.num_workers = self._num_workers(backend, num_workers, address, batch_size in (None, num_envs), step_cost)
         self.batch_size = self._batch_size(batch_size)
         self.is_async = self.batch_size < self.num_envs
-        if inline is None:
-            inline = backend == "multiprocessing" and not self.is_async and self.num_workers > 1
+        if inline is None:  # the calling process steps a share; all of them when a busy machine left it alone
+            inline = backend == "multiprocessing" and not self.is_async and (
+                self.num_workers > 1 or (num_workers is None and self._others >= BUSY)
+            )
         if inline and self.is_async:
             raise ConfigError(
                 "inline=True (the calling process steps a group of envs) needs batch_size == num_envs: in "
@@ -177,7 +182,10 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
 
     # -- construction ------------------------------------------------------------------------------------------------
 
-    def _num_workers(self, backend: str, num_workers: int | None, address: str | None) -> int:
+    def _num_workers(
+        self, backend: str, num_workers: int | None, address: str | None, sync: bool,
+        step_cost: Callable[[], float | None] | None,
+    ) -> int:
         if backend not in ("serial", "multiprocessing", "ray"):
             raise ConfigError(f"backend must be 'serial', 'multiprocessing' or 'ray', got {backend!r}")
         if address is not None and backend != "ray":
@@ -187,6 +195,9 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
             from shoal.vector.ray_transport import cluster_cpus
 
             return min(units, cluster_cpus(address))
+        if num_workers is None and backend == "multiprocessing" and sync:  # the load decides (shoal.vector.load)
+            self._others = other_runnable()
+            return choose_workers(units, os.cpu_count() or 1, self._others, step_cost)
         if num_workers is None:
             return 1 if backend == "serial" else min(units, os.cpu_count() or 1)
         if isinstance(num_workers, bool) or not isinstance(num_workers, (int, np.integer)):
@@ -263,6 +274,7 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
             context=options["context"],
             daemon=options["daemon"],
             inline=options["inline"],
+            spin_us=0.0 if self._others >= BUSY else None,  # a spinning waiter takes a core the others want
         )
 
     # -- reset -------------------------------------------------------------------------------------------------------

@@ -119,6 +119,7 @@ class Engine(ABC):
         self.env_ids = env_ids
         self.buffers = buffers
         self.autoreset_mode = AutoresetMode(autoreset_mode)
+        self._run_ids, self._run_at = np.arange(0), slice(0)  # see _run
         self.loose_obs: dict[int, tuple] = {}
         """Where an engine puts the loose leaves of the observations it writes (by env id): they go back with the
         answer (:class:`LooseObs`). Empty unless the observation space has leaves without a fixed size."""
@@ -155,8 +156,15 @@ class Engine(ABC):
 
         An engine may signal ``terminated`` without ending the episode (Atari's ``life_loss_info``).
         """
-        b, at = self.buffers, run_of(ids)
+        b, at = self.buffers, self._run(ids)
         return b.terminations[at] | b.truncations[at]
+
+    def _run(self, ids: np.ndarray) -> slice | np.ndarray:
+        """:func:`run_of` ``ids``, kept for the array last asked about: a group's ids array comes back every step, and
+        a step asks about it four times."""
+        if ids is not self._run_ids:
+            self._run_ids, self._run_at = ids, run_of(ids)
+        return self._run_at
 
     def call(self, ids: np.ndarray, name: str, args: tuple, kwargs: dict) -> list[Any]:
         raise NotImplementedError(f"{type(self).__name__} does not support call({name!r})")
@@ -226,7 +234,7 @@ class Engine(ABC):
             loose_of = dict(zip(ids.tolist(), loose_actions))
         entries, ids = self._autoreset_before(ids)
         if len(ids):
-            at = run_of(ids)
+            at = self._run(ids)
             self.buffers.steps_taken[at] = 1
             actions = self.buffers.actions[at]
             if loose_actions is not None:
@@ -285,10 +293,10 @@ class Engine(ABC):
 
         Returns the info entries of those resets and the ids left to step.
         """
-        b = self.buffers
-        ended = b.needs_reset[run_of(ids)].copy()  # a copy: the resets below clear needs_reset
+        ended = self.buffers.needs_reset[self._run(ids)]
         if not np.count_nonzero(ended):  # not .any(): on a few envs, that reduction costs three times as much
             return [], ids
+        ended = ended.copy()  # the resets below clear needs_reset
         if self.autoreset_mode is AutoresetMode.DISABLED:
             raise ResetNeededError(
                 f"envs {ids[ended].tolist()} ended their episode and autoreset_mode='disabled': reset them with "
@@ -303,7 +311,7 @@ class Engine(ABC):
         """After stepping ``ids``: mark ended episodes and, in same-step mode, reset them right away."""
         b = self.buffers
         ended = self._episode_over(ids)
-        b.needs_reset[run_of(ids)] = ended
+        b.needs_reset[self._run(ids)] = ended
         if self.autoreset_mode is not AutoresetMode.SAME_STEP or not np.count_nonzero(ended):
             return [(i, info) for i, info in zip(ids.tolist(), step_infos) if info] if any(step_infos) else []
         if not step_infos:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from gymnasium.vector import AutoresetMode
 
@@ -32,11 +32,19 @@ class SerialTransport(Transport):
 
     def dispatch(self, commands: dict[int, Command]) -> None:
         for group, command in commands.items():
-            try:
-                self._done[group] = (True, self.engines[group].execute(command))
-            except Exception as exc:
-                self._done[group] = (False, exc)
-            self._order.append(group)
+            self._run(group, self.engines[group].execute, command)
+
+    def step(self, groups: Sequence[int]) -> None:
+        for group in groups:  # no Command per group: the hot path
+            self._run(group, self.engines[group].run_step, self.group_ids[group])
+
+    def _run(self, group: int, run: Callable[[Any], Any], argument: Any) -> None:
+        """``run(argument)`` for ``group``; its answer (or error) waits for :meth:`collect`."""
+        try:
+            self._done[group] = (True, run(argument))
+        except Exception as exc:
+            self._done[group] = (False, exc)
+        self._order.append(group)
 
     def collect(self, groups: Sequence[int], timeout: float | None = None) -> list[tuple[int, Any]]:
         for group in groups:

@@ -1,0 +1,99 @@
+"""How many workers the default configuration uses, from how busy the machine is and what an env step costs.
+
+On an idle machine, one worker per core, the calling process stepping one share itself, wins for any env. With
+other processes keeping the cores busy, every step's hand-off between the calling process and a worker waits for
+the scheduler, whose latency is a fraction of a millisecond to milliseconds: then a cheap env (CartPole, ~10 us a
+step) steps faster all in the calling process (measured on 2 cores with 1 to 4 busy processes: shoal's workers ran
+CartPole x 8 at 0.3-0.7x of one process), while an env whose step costs hundreds of microseconds still gains from
+workers (200 us a step: 1.2-1.3x one process with 2 and 4 busy processes, 0.9x with 1). Both are measured when the
+vector env is made: the number of runnable tasks the kernel reports (a few readings of ``/proc/loadavg``, ~10 ms),
+and, only when the machine is busy, the time a few steps of one more env, made for that, take. The choice holds for
+the vector env's life; a machine that gets busy later is not followed (``benchmarks/bench_busy.py`` measures both
+sides).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Callable
+
+log = logging.getLogger(__name__)
+
+BUSY = 0.75
+"""The machine counts as busy when other tasks are runnable this many times on average (a process that never sleeps
+is 1.0; a transient one seldom reaches this)."""
+CHEAP_BATCH_S = 500e-6
+"""A worker's share of one batch below this much env work counts as cheap: on a busy machine a hand-off costs as
+much, so those envs step in the calling process."""
+_READINGS, _READING_GAP_S = 8, 1e-3
+
+
+def other_runnable(readings: int = _READINGS, gap_s: float = _READING_GAP_S) -> float:
+    """The mean number of runnable tasks on this machine besides the calling thread, over ``readings`` readings of
+    ``/proc/loadavg`` ``gap_s`` apart; 0.0 where there is no ``/proc/loadavg`` (not Linux)."""
+    total = 0
+    for k in range(readings):
+        try:
+            with open("/proc/loadavg") as f:
+                running = f.read().split()[3]  # "runnable/total", the reader included
+        except (OSError, IndexError):
+            return 0.0
+        total += int(running.split("/")[0]) - 1
+        if k + 1 < readings:
+            time.sleep(gap_s)
+    return max(0.0, total / readings)
+
+
+def step_seconds(make_env: Callable[[], Any], budget_s: float = 5e-3, max_steps: int = 16) -> float | None:
+    """The mean time of a few steps, with sampled actions after a seeded reset and within ``budget_s``, of an env
+    made by ``make_env`` (and closed); None where that cannot be timed (a human-rendering env, or one that raises:
+    the vector env's own envs report that, naming the env, when they step)."""
+    try:
+        env = make_env()
+    except Exception as exc:  # a probe only: the vector env's envs raise it again where it is reported
+        log.debug("could not make an env to time its steps: %s", exc)
+        return None
+    try:
+        if getattr(env, "render_mode", None) == "human":
+            return None
+        env.reset(seed=0)
+        space = env.action_space
+        space.seed(0)
+        steps, start = 0, time.perf_counter()
+        while steps < max_steps and (steps == 0 or time.perf_counter() - start < budget_s):
+            _, _, terminated, truncated, _ = env.step(space.sample())
+            steps += 1
+            if terminated or truncated:
+                env.reset()
+        return (time.perf_counter() - start) / steps
+    except Exception as exc:
+        log.debug("could not time a step of %r: %s", env, exc)
+        return None
+    finally:
+        close = getattr(env, "close", None)
+        if callable(close):
+            close()
+
+
+def choose_workers(units: int, cores: int, others: float, step_cost: Callable[[], float | None] | None) -> int:
+    """Workers for ``units`` envs stepped synchronously on ``cores`` cores with ``others`` runnable tasks besides
+    the caller; ``step_cost()`` gives one env step's seconds (called only when the machine is busy; None: unknown).
+
+    Idle (``others <`` :data:`BUSY`): one per core. Busy: an env of unknown or high cost still one per core (workers
+    gain even on shared cores); a cheap env one per free core, and 1 (the calling process alone) when fewer than two
+    cores are free.
+    """
+    per_core = min(units, cores)
+    if others < BUSY:
+        return per_core
+    cost = step_cost() if step_cost is not None else None
+    if cost is None or cost * units / per_core >= CHEAP_BATCH_S:
+        return per_core
+    free = int(cores - others + 0.5)
+    workers = min(units, free) if free >= 2 else 1
+    log.info(
+        "%.1f other runnable tasks on %d cores and ~%.0f us an env step: %d worker%s", others, cores, cost * 1e6,
+        workers, "" if workers == 1 else "s",
+    )
+    return workers

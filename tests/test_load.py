@@ -1,0 +1,119 @@
+"""The default number of workers follows the machine's load and the env's step cost (shoal.vector.load), with real
+busy processes beside the test; results are the same whichever configuration it picks."""
+
+import functools
+import multiprocessing as mp
+import os
+import sys
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import shoal
+from shoal.vector.load import BUSY, CHEAP_BATCH_S, choose_workers, other_runnable, step_seconds
+
+from fakes import FaultyEnv, SlowEnv
+from helpers import assert_same, rollout
+
+CORES = os.cpu_count() or 1
+linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the load is read from /proc/loadavg")
+
+
+def _spin():
+    while True:
+        pass
+
+
+@pytest.fixture
+def busy_machine():
+    """One more process that never sleeps than there are cores, for the length of the test."""
+    hogs = [mp.get_context("fork").Process(target=_spin, daemon=True) for _ in range(CORES + 1)]
+    for hog in hogs:
+        hog.start()
+    try:
+        yield len(hogs)
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.join()
+
+
+CHEAP, DEAR = 10e-6, 1e-3  # seconds a step
+
+
+@pytest.mark.parametrize(
+    "units, cores, others, cost, workers",
+    [
+        (8, 2, 0.0, CHEAP, 2),  # idle: one per core, whatever the env
+        (8, 2, 0.6, CHEAP, 2),  # a transient process is not a busy machine
+        (1, 2, 0.0, CHEAP, 1),
+        (8, 2, 1.0, CHEAP, 1),  # busy and cheap: the calling process alone
+        (8, 2, 4.0, CHEAP, 1),
+        (8, 2, 2.0, DEAR, 2),  # busy and dear: workers still gain on shared cores
+        (8, 2, 2.0, None, 2),  # a cost that could not be measured counts as dear
+        (64, 16, 4.0, CHEAP, 12),  # busy, cheap, twelve cores free: one worker each
+        (8, 16, 4.0, CHEAP, 8),
+        (64, 16, 14.6, CHEAP, 1),  # one core free: not worth a hand-off
+        # the boundary: a worker's share of a batch at CHEAP_BATCH_S of env work is dear
+        (8, 2, 1.0, CHEAP_BATCH_S / 4, 2),
+        (8, 2, 1.0, CHEAP_BATCH_S / 4 * 0.99, 1),
+    ],
+)
+def test_choose_workers(units, cores, others, cost, workers):
+    asked = []
+
+    def step_cost():
+        asked.append(True)
+        return cost
+
+    assert choose_workers(units, cores, others, step_cost) == workers
+    assert bool(asked) == (others >= BUSY)  # the env is stepped to time it only on a busy machine
+
+
+@linux_only
+def test_busy_processes_are_counted(busy_machine):
+    assert other_runnable() >= busy_machine - 0.5
+
+
+def test_step_seconds_times_a_few_steps():
+    assert step_seconds(functools.partial(SlowEnv, delay=0.002)) >= 0.002
+    assert step_seconds(lambda: gym.make("CartPole-v1")) < 0.002
+
+
+def test_step_seconds_of_an_env_that_cannot_be_timed_is_unknown():
+    assert step_seconds(functools.partial(FaultyEnv, at=1)) is None  # raises in its first step
+    assert step_seconds(lambda: gym.make("CartPole-v1", render_mode="human")) is None  # would open a window
+
+    def cannot_be_made():
+        raise RuntimeError("no display")
+
+    assert step_seconds(cannot_be_made) is None
+
+
+@linux_only
+def test_on_a_busy_machine_cheap_envs_step_in_the_calling_process(busy_machine):
+    fns = [lambda: gym.make("CartPole-v1")] * 8
+    actions = np.random.default_rng(0).integers(0, 2, size=(60, 8))
+    with shoal.make(fns) as envs:
+        assert envs.num_workers == 1 and not envs._transport._procs  # no worker process
+        ours = rollout(envs, lambda t: actions[t], 60, seed=5)
+    with shoal.make(fns, backend="serial") as envs:
+        for a, b in zip(ours, rollout(envs, lambda t: actions[t], 60, seed=5), strict=True):
+            assert_same(a, b)
+
+
+@linux_only
+def test_on_a_busy_machine_dear_envs_keep_their_workers(busy_machine):
+    with shoal.make(functools.partial(SlowEnv, delay=0.002), 4) as envs:
+        assert envs.num_workers == min(4, CORES)
+        if CORES > 1:
+            assert len(envs._transport._procs) == min(4, CORES) - 1  # and the calling process steps a share
+        envs.reset(seed=0)
+        envs.step(np.zeros(4, np.int64))
+
+
+@linux_only
+def test_an_explicit_configuration_is_kept_on_a_busy_machine(busy_machine):
+    with shoal.make("CartPole-v1", 4, num_workers=2) as envs:
+        assert envs.num_workers == 2 and len(envs._transport._procs) == 1

@@ -67,6 +67,15 @@ class AtariConfig:
     """Clip each step's reward to [-1, 1]; ``info["raw_reward"]`` keeps the unclipped one."""
     use_fire_reset: bool = True
     """Press FIRE once after the no-ops of a reset, in games whose action set has FIRE."""
+    reset_cache: bool = False
+    """Emulate each distinct episode start (ROM, mode, difficulty, number of no-ops) once per worker, from the state
+    the ROM powers on in, then restore it: a reset costs a state restore instead of ~67 + up to 30 emulated frames.
+    Rollouts are unchanged for ROMs whose ``reset_game`` does not depend on the game before
+    (``benchmarks/reset_states.py``: 59 of the 104 that load alone, Breakout, Pong and Space Invaders among them); in
+    the others every episode starts as a fresh game's first one does, instead of carrying RAM over from the game
+    before. Either way, the same seeds give the same rollouts on every backend. ``info["frame_number"]`` still
+    counts the frames of restored starts. Needs ``repeat_action_probability=0`` (sticky actions make every start
+    differ)."""
 
     def __post_init__(self) -> None:
         n = len(self.games)
@@ -112,6 +121,12 @@ class AtariConfig:
         sticky = self.repeat_action_probability
         if not isinstance(sticky, (int, float)) or not 0.0 <= sticky <= 1.0:
             raise ConfigError(f"repeat_action_probability must be in [0, 1], got {sticky!r}")
+        if self.reset_cache and sticky:
+            raise ConfigError(
+                f"reset_cache=True restores saved episode starts, but with repeat_action_probability={sticky} every "
+                f"start is random (sticky actions in the reset frames); use repeat_action_probability=0 or "
+                f"reset_cache=False"
+            )
         if self.img_height > SCREEN_HEIGHT * 4 or self.img_width > SCREEN_WIDTH * 4:
             raise ConfigError(f"img_height/img_width larger than 4x the {SCREEN_HEIGHT}x{SCREEN_WIDTH} screen")
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 from gymnasium.utils import seeding
@@ -56,6 +56,17 @@ class AtariState:
     needs_reset: bool
     play_on: bool = False
     """A lost life ended the episode and the next one continues the game (``life_loss_reset="continue"``)."""
+    frame_offset: int = 0
+    """Frames of episode starts restored rather than emulated (``reset_cache``), which ``frame_number`` counts."""
+
+
+class SavedStart(NamedTuple):
+    """An episode start kept by ``reset_cache``: the emulator after it (without its random generator), how many
+    frames emulating it took, and the screen it showed."""
+
+    state: Any
+    frames: int
+    screen: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -94,6 +105,13 @@ class AtariEngine(Engine):
         self._lives = np.zeros(len(env_ids), np.int64)
         self._game_over = np.zeros(len(env_ids), np.bool_)  # the episode ended: reset next (life_loss_info aside)
         self._play_on = np.zeros(len(env_ids), np.bool_)  # a lost life ended the episode; the game goes on
+        # reset_cache: each episode start emulated so far, by (game, mode, difficulty, no-ops), each from the state a
+        # freshly loaded ROM powers on in (by game, mode, difficulty: the same whatever the seed), so that a start
+        # does not depend on which env's game came before it, nor on how envs are grouped; and per env the frames its
+        # restored starts did not emulate (frame_number counts them, as if they had been).
+        self._starts: dict[tuple, SavedStart] | None = {} if config.reset_cache else None
+        self._power_on: dict[tuple, Any] = {}
+        self._frame_offset = np.zeros(len(env_ids), np.int64)
         # Each env's palette table (gray value of each index, learned from its ALE; see frames.screen_reader).
         self._palettes = np.zeros((len(env_ids), 2, 256), np.uint8)
         self._ram = config.obs_type == "ram"
@@ -139,19 +157,21 @@ class AtariEngine(Engine):
 
         ale.loadROM(roms.get_rom_path(self.config.games[env_id]))
         self._palettes[local] = 0  # learned anew for the ROM just loaded
+        self._frame_offset[local] = 0  # the emulator counts frames from 0 again
         if self.config.modes[env_id] is not None:
             ale.setMode(self.config.modes[env_id])
         if self.config.difficulties[env_id] is not None:
             ale.setDifficulty(self.config.difficulties[env_id])
         self._loaded[local] = True
+        if self._starts is not None:
+            self._power_on.setdefault(self._rom_key(env_id), ale.cloneState(include_rng=False))
 
     def _reset_envs(self, ids: np.ndarray, seeds: Sequence[int | None], options: dict | None) -> list[dict]:
         local_ids = ids - self.env_ids.start
         for local, seed in zip(local_ids.tolist(), seeds):
             if seed is not None or not self._loaded[local]:
                 self._load(local, seed)
-            self.ales[local].reset_game()
-            self._start(local)
+            self._new_game(local)
         self._play_on[local_ids] = False
         target = self.buffers.target_rows(ids)
         self._frames.push(local_ids, target, target, fill=True)
@@ -176,13 +196,74 @@ class AtariEngine(Engine):
             self._frames.push(local[restarted], target[restarted], target[restarted], fill=True)
         return [{} for _ in range(len(ids))]
 
-    def _start(self, local: int) -> bool:
-        """The no-ops and FIRE that start an episode (after ``reset_game``, or where a lost life ended the last
-        one), then read its first screen. Returns whether the game ended and restarted on the way."""
+    def _new_game(self, local: int) -> None:
+        """``reset_game`` and the start of an episode; with ``reset_cache``, a saved start restored (see
+        :attr:`AtariConfig.reset_cache <shoal.atari.config.AtariConfig.reset_cache>`)."""
+        ale = self.ales[local]
+        if self._starts is None:
+            ale.reset_game()
+            self._start(local)
+            return
+        env_id = self.env_ids.start + local
+        rom, noops = self._rom_key(env_id), self._noops(local)
+        before = ale.getFrameNumber() + self._frame_offset[local]  # what frame_number says before this start
+        saved = self._starts.get((*rom, noops))
+        if saved is None:  # this worker's first start of the ROM (recording runs on this env's emulator)
+            self._record_starts(local, rom)
+            saved = self._starts[(*rom, noops)]
+        ale.restoreState(saved.state)
+        self._frame_offset[local] = before + saved.frames - ale.getFrameNumber()
+        self._lives[local] = ale.lives()
+        self._game_over[local] = False
+        self._game_over_out[env_id] = False
+        self._frames.screens[local, 0] = saved.screen  # a restored state does not bring back the screen it showed
+        self._frames.screens[local, 1] = 0
+        self._write_info(local, 0.0)
+
+    def _record_starts(self, local: int, rom: tuple) -> None:
+        """Emulate, on env ``local``'s emulator, every episode start of ``rom`` (one per no-op count) as
+        :meth:`_start` plays it after ``reset_game`` from the power-on state, and save each: one reset, then one
+        no-op frame (and the FIRE of the start it ends) at a time."""
+        config, ale = self.config, self.ales[local]
+        fire = config.use_fire_reset and self._has_fire[local]
+        screen = np.empty_like(self._frames.screens[local, 0])
+        ale.restoreState(self._power_on[rom])
+        powered = ale.getFrameNumber()
+        ale.reset_game()
+        noops = 0
+        for count in range(1, config.noop_max + 1) if config.noop_max > 0 else (0,):
+            while noops < count:
+                ale.act(NOOP)
+                if ale.game_over():
+                    ale.reset_game()
+                noops += 1
+            if fire:
+                after_noops = ale.cloneState(include_rng=False)
+                ale.act(FIRE)
+                if ale.game_over():
+                    ale.reset_game()
+            self._readers[local](screen)
+            self._starts[(*rom, count)] = SavedStart(
+                ale.cloneState(include_rng=False), ale.getFrameNumber() - powered, screen.copy()
+            )
+            if fire:
+                ale.restoreState(after_noops)
+
+    def _rom_key(self, env_id: int) -> tuple:
+        config = self.config
+        return config.games[env_id], config.modes[env_id], config.difficulties[env_id]
+
+    def _noops(self, local: int) -> int:
+        """How many no-op frames start the next episode (drawn from the env's generator, as AtariEnv does)."""
+        config = self.config
+        return int(self._rngs[local].integers(1, config.noop_max + 1)) if config.noop_max > 0 else 0
+
+    def _start(self, local: int, noops: int | None = None) -> bool:
+        """The no-ops (``noops``, or drawn) and FIRE that start an episode (after ``reset_game``, or where a lost life
+        ended the last one), then read its first screen. Returns whether the game ended and restarted on the way."""
         config, ale = self.config, self.ales[local]
         restarted = False
-        noops = int(self._rngs[local].integers(1, config.noop_max + 1)) if config.noop_max > 0 else 0
-        for _ in range(noops):
+        for _ in range(self._noops(local) if noops is None else noops):
             ale.act(NOOP)
             if ale.game_over():
                 ale.reset_game()
@@ -264,7 +345,7 @@ class AtariEngine(Engine):
         """Write env ``local``'s info arrays; ``self._lives`` must already hold its lives."""
         env_id, ale = self.env_ids.start + local, self.ales[local]
         self._lives_out[env_id] = self._lives[local]
-        self._frame_out[env_id] = ale.getFrameNumber()
+        self._frame_out[env_id] = ale.getFrameNumber() + self._frame_offset[local]
         self._episode_frame_out[env_id] = ale.getEpisodeFrameNumber()
         self._raw_out[env_id] = raw_reward
 
@@ -321,6 +402,7 @@ class AtariEngine(Engine):
             lives=int(self._lives[local]),
             needs_reset=bool(self.buffers.needs_reset[env_id]),
             play_on=bool(self._play_on[local]),
+            frame_offset=int(self._frame_offset[local]),
         )
 
     def _restore(self, local: int, state: AtariState) -> None:
@@ -336,6 +418,7 @@ class AtariEngine(Engine):
         self._game_over[local] = state.needs_reset
         self.buffers.needs_reset[env_id] = state.needs_reset
         self._play_on[local] = state.play_on
+        self._frame_offset[local] = state.frame_offset
         self._write_info(local, 0.0)
 
 

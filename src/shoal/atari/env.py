@@ -34,7 +34,8 @@ class AtariVectorEnv(VectorEnv):
     still works), ``"ram"`` the 128 bytes of console RAM at the end of each step, stacked ``(stack_num, 128)``.
     ``frameskip=(low, high)`` repeats each action a number of frames drawn per step from ``[low, high)`` with the
     env's own generator (same seeds, same rollouts, on every backend). ``render_mode="rgb_array"`` makes
-    :meth:`render` return each env's full-size RGB screen.
+    :meth:`render` return each env's full-size RGB screen. ``reset_cache=True`` (opt-in) restores saved episode
+    starts instead of emulating each reset (exactly what that changes: :attr:`AtariConfig.reset_cache`).
 
     Example:
         >>> import numpy as np, shoal
@@ -80,6 +81,7 @@ class AtariVectorEnv(VectorEnv):
         life_loss_info: bool = False,
         reward_clipping: bool = True,
         use_fire_reset: bool = True,
+        reset_cache: bool = False,
         mode: int | Sequence[int | None] | None = None,
         difficulty: int | Sequence[int | None] | None = None,
         backend: Backend = "multiprocessing",
@@ -123,6 +125,7 @@ class AtariVectorEnv(VectorEnv):
             life_loss_info=life_loss_info,
             reward_clipping=reward_clipping,
             use_fire_reset=use_fire_reset,
+            reset_cache=reset_cache,
         )
         if num_threads and num_workers and num_threads != num_workers:
             raise ConfigError(f"num_threads={num_threads} and num_workers={num_workers} disagree; pass one")

@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 
 import shoal
-from shoal.vector.load import BUSY, CHEAP_BATCH_S, choose_workers, other_runnable, step_seconds
+from shoal.vector.load import CHEAP_BATCH_S, choose_workers, other_runnable, step_seconds
+from shoal.vector.serial import SerialTransport
 
-from fakes import FaultyEnv, SlowEnv
+from fakes import CountingEnv, FaultyEnv, SlowEnv
 from helpers import assert_same, rollout
 
 CORES = os.cpu_count() or 1
@@ -39,21 +40,26 @@ def busy_machine():
             hog.join()
 
 
-CHEAP, DEAR = 10e-6, 1e-3  # seconds a step
+TINY, CHEAP, DEAR = 2e-6, 10e-6, 1e-3  # seconds a step
 
 
 @pytest.mark.parametrize(
     "units, cores, others, cost, workers",
     [
-        (8, 2, 0.0, CHEAP, 2),  # idle: one per core, whatever the env
+        (8, 2, 0.0, CHEAP, 2),  # idle: one per core
+        (8, 2, 0.0, DEAR, 2),
+        (8, 2, 0.0, None, 2),
         (8, 2, 0.6, CHEAP, 2),  # a transient process is not a busy machine
         (1, 2, 0.0, CHEAP, 1),
+        (8, 2, 0.0, TINY, 1),  # a worker's share of 8 us of env work: not worth a hand-off, even idle
+        (16, 2, 0.0, TINY, 2),  # 16 us: worth it
+        (8, 2, 2.0, TINY, 1),
         (8, 2, 1.0, CHEAP, 1),  # busy and cheap: the calling process alone
         (8, 2, 4.0, CHEAP, 1),
         (8, 2, 2.0, DEAR, 2),  # busy and dear: workers still gain on shared cores
         (8, 2, 2.0, None, 2),  # a cost that could not be measured counts as dear
         (64, 16, 4.0, CHEAP, 12),  # busy, cheap, twelve cores free: one worker each
-        (8, 16, 4.0, CHEAP, 8),
+        (8, 16, 4.0, CHEAP, 1),  # one env a worker: its 10 us step is less than a hand-off
         (64, 16, 14.6, CHEAP, 1),  # one core free: not worth a hand-off
         # the boundary: a worker's share of a batch at CHEAP_BATCH_S of env work is dear
         (8, 2, 1.0, CHEAP_BATCH_S / 4, 2),
@@ -68,7 +74,7 @@ def test_choose_workers(units, cores, others, cost, workers):
         return cost
 
     assert choose_workers(units, cores, others, step_cost) == workers
-    assert bool(asked) == (others >= BUSY)  # the env is stepped to time it only on a busy machine
+    assert bool(asked) == (min(units, cores) > 1)  # an env is made and stepped to time it only where there is a choice
 
 
 @linux_only
@@ -96,7 +102,7 @@ def test_on_a_busy_machine_cheap_envs_step_in_the_calling_process(busy_machine):
     fns = [lambda: gym.make("CartPole-v1")] * 8
     actions = np.random.default_rng(0).integers(0, 2, size=(60, 8))
     with shoal.make(fns) as envs:
-        assert envs.num_workers == 1 and not envs._transport._procs  # no worker process
+        assert envs.num_workers == 1 and isinstance(envs._transport, SerialTransport)  # no worker process
         ours = rollout(envs, lambda t: actions[t], 60, seed=5)
     with shoal.make(fns, backend="serial") as envs:
         for a, b in zip(ours, rollout(envs, lambda t: actions[t], 60, seed=5), strict=True):
@@ -117,3 +123,15 @@ def test_on_a_busy_machine_dear_envs_keep_their_workers(busy_machine):
 def test_an_explicit_configuration_is_kept_on_a_busy_machine(busy_machine):
     with shoal.make("CartPole-v1", 4, num_workers=2) as envs:
         assert envs.num_workers == 2 and len(envs._transport._procs) == 1
+
+
+@pytest.mark.skipif(CORES < 2, reason="one core: one worker whatever the env")
+def test_an_env_of_a_few_microseconds_steps_in_the_calling_process_unless_workers_are_asked_for():
+    with shoal.make([CountingEnv] * 2) as envs:  # a share of ~2 us: a hand-off costs more
+        assert envs.num_workers == 1 and isinstance(envs._transport, SerialTransport)
+        envs.reset(seed=0)
+        _, rewards, *_ = envs.step(np.zeros(2, np.int64))
+        assert rewards.tolist() == [1.0, 1.0]
+    for asked in ({"context": "fork"}, {"inline": False}):
+        with shoal.make([CountingEnv] * 2, **asked) as envs:
+            assert envs.num_workers == 2 and not isinstance(envs._transport, SerialTransport)

@@ -195,6 +195,6 @@ def build(
         metadata=metadata,
         render_mode=render_mode,
         batch_size=batch_size,
-        step_cost=functools.partial(step_seconds, env_fns[0]),  # asked only on a busy machine
+        step_cost=functools.partial(step_seconds, env_fns[0]),  # asked where the default has a choice
         **options,
     )

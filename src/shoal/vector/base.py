@@ -111,13 +111,15 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
         self.autoreset_mode = parse_autoreset_mode(autoreset_mode)
         self.backend = backend
         self._others = 0.0  # runnable tasks besides this one when the default number of workers was chosen
-        self.num_workers = self._num_workers(backend, num_workers, address, batch_size in (None, num_envs), step_cost)
+        self._alone = False  # the default chose the calling process alone (shoal.vector.load)
+        self.num_workers = self._num_workers(
+            backend, num_workers, address, batch_size in (None, num_envs), step_cost,
+            may_be_alone=context is None and inline is not False,  # no start method or worker-only hosting asked for
+        )
         self.batch_size = self._batch_size(batch_size)
         self.is_async = self.batch_size < self.num_envs
-        if inline is None:  # the calling process steps a share; all of them when a busy machine left it alone
-            inline = backend == "multiprocessing" and not self.is_async and (
-                self.num_workers > 1 or (num_workers is None and self._others >= BUSY)
-            )
+        if inline is None:  # the calling process steps a share; all of them where the default chose it alone
+            inline = backend == "multiprocessing" and not self.is_async and (self.num_workers > 1 or self._alone)
         if inline and self.is_async:
             raise ConfigError(
                 "inline=True (the calling process steps a group of envs) needs batch_size == num_envs: in "
@@ -184,7 +186,7 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
 
     def _num_workers(
         self, backend: str, num_workers: int | None, address: str | None, sync: bool,
-        step_cost: Callable[[], float | None] | None,
+        step_cost: Callable[[], float | None] | None, may_be_alone: bool,
     ) -> int:
         if backend not in ("serial", "multiprocessing", "ray"):
             raise ConfigError(f"backend must be 'serial', 'multiprocessing' or 'ray', got {backend!r}")
@@ -195,9 +197,15 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
             from shoal.vector.ray_transport import cluster_cpus
 
             return min(units, cluster_cpus(address))
-        if num_workers is None and backend == "multiprocessing" and sync:  # the load decides (shoal.vector.load)
+        if num_workers is None and backend == "multiprocessing" and sync:  # load and cost decide (shoal.vector.load)
+            cores = os.cpu_count() or 1
             self._others = other_runnable()
-            return choose_workers(units, os.cpu_count() or 1, self._others, step_cost)
+            per_core = min(units, cores)
+            workers = choose_workers(units, cores, self._others, step_cost)
+            if workers == 1 < per_core and not may_be_alone:
+                return per_core
+            self._alone = workers == 1 < per_core
+            return workers
         if num_workers is None:
             return 1 if backend == "serial" else min(units, os.cpu_count() or 1)
         if isinstance(num_workers, bool) or not isinstance(num_workers, (int, np.integer)):
@@ -255,7 +263,7 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
     def _make_transport(
         self, factory: EngineFactory, spec: BufferSpec, backend: str, hosts: list[list[int]], **options: Any
     ) -> Transport:
-        if backend == "serial":
+        if backend == "serial" or (options["inline"] and len(hosts) == 1):  # no worker: the serial transport
             from shoal.vector.serial import SerialTransport
 
             return SerialTransport(factory, self.groups, spec, self.autoreset_mode)

@@ -5,9 +5,10 @@ other processes keeping the cores busy, every step's hand-off between the callin
 the scheduler, whose latency is a fraction of a millisecond to milliseconds: then a cheap env (CartPole, ~10 us a
 step) steps faster all in the calling process (measured on 2 cores with 1 to 4 busy processes: shoal's workers ran
 CartPole x 8 at 0.3-0.7x of one process), while an env whose step costs hundreds of microseconds still gains from
-workers (200 us a step: 1.2-1.3x one process with 2 and 4 busy processes, 0.9x with 1). Both are measured when the
-vector env is made: the number of runnable tasks the kernel reports (a few readings of ``/proc/loadavg``, ~10 ms),
-and, only when the machine is busy, the time a few steps of one more env, made for that, take. The choice holds for
+workers (200 us a step: 1.2-1.3x one process with 2 and 4 busy processes, 0.9x with 1). An env whose steps cost a
+few microseconds steps faster in the calling process even on an idle machine. Both are measured when the vector env
+is made: the number of runnable tasks the kernel reports (a few readings of ``/proc/loadavg``, ~10 ms), and the time
+a few steps of one more env, made for that, take. The choice holds for
 the vector env's life; a machine that gets busy later is not followed (``benchmarks/bench_busy.py`` measures both
 sides).
 """
@@ -23,6 +24,10 @@ log = logging.getLogger(__name__)
 BUSY = 0.75
 """The machine counts as busy when other tasks are runnable this many times on average (a process that never sleeps
 is 1.0; a transient one seldom reaches this)."""
+TINY_BATCH_S = 15e-6
+"""A worker's share of one batch below this much env work steps faster in the calling process even on an idle
+machine (a hand-off and the copies cost as much: measured, an 8-env Dict workload of ~2 us a step ran at 0.86x
+the serial backend with a worker per core)."""
 CHEAP_BATCH_S = 500e-6
 """A worker's share of one batch below this much env work counts as cheap: on a busy machine a hand-off costs as
 much, so those envs step in the calling process."""
@@ -78,22 +83,28 @@ def step_seconds(make_env: Callable[[], Any], budget_s: float = 5e-3, max_steps:
 
 def choose_workers(units: int, cores: int, others: float, step_cost: Callable[[], float | None] | None) -> int:
     """Workers for ``units`` envs stepped synchronously on ``cores`` cores with ``others`` runnable tasks besides
-    the caller; ``step_cost()`` gives one env step's seconds (called only when the machine is busy; None: unknown).
+    the caller; ``step_cost()`` gives one env step's seconds (None: unknown). 1 means the calling process alone.
 
-    Idle (``others <`` :data:`BUSY`): one per core. Busy: an env of unknown or high cost still one per core (workers
-    gain even on shared cores); a cheap env one per free core, and 1 (the calling process alone) when fewer than two
-    cores are free.
+    A worker's share of a batch (``step_cost() * units / workers``) decides: under :data:`TINY_BATCH_S`, 1; on an
+    idle machine (``others <`` :data:`BUSY`) otherwise one worker per core; on a busy one, an env of unknown cost or
+    a share of :data:`CHEAP_BATCH_S` or more still one per core (workers gain even on shared cores), a cheaper one
+    one per free core, and 1 when fewer than two cores are free.
     """
     per_core = min(units, cores)
-    if others < BUSY:
-        return per_core
+    if per_core == 1:
+        return 1
     cost = step_cost() if step_cost is not None else None
-    if cost is None or cost * units / per_core >= CHEAP_BATCH_S:
+    share = None if cost is None else cost * units / per_core
+    busy = others >= BUSY
+    if share is not None and share < TINY_BATCH_S:
+        workers = 1
+    elif not busy or share is None or share >= CHEAP_BATCH_S:
         return per_core
-    free = int(cores - others + 0.5)
-    workers = min(units, free) if free >= 2 else 1
+    else:
+        free = int(cores - others + 0.5)
+        workers = min(units, free) if free >= 2 else 1
     log.info(
-        "%.1f other runnable tasks on %d cores and ~%.0f us an env step: %d worker%s", others, cores, cost * 1e6,
+        "%.1f other runnable tasks on %d cores and ~%.1f us an env step: %d worker%s", others, cores, cost * 1e6,
         workers, "" if workers == 1 else "s",
     )
     return workers

@@ -40,7 +40,7 @@ def busy_machine():
             hog.join()
 
 
-TINY, CHEAP, DEAR = 2e-6, 10e-6, 1e-3  # seconds a step
+TINY, CHEAP, DEAR = 1e-6, 10e-6, 1e-3  # seconds a step
 
 
 @pytest.mark.parametrize(
@@ -51,15 +51,15 @@ TINY, CHEAP, DEAR = 2e-6, 10e-6, 1e-3  # seconds a step
         (8, 2, 0.0, None, 2),
         (8, 2, 0.6, CHEAP, 2),  # a transient process is not a busy machine
         (1, 2, 0.0, CHEAP, 1),
-        (8, 2, 0.0, TINY, 1),  # a worker's share of 8 us of env work: not worth a hand-off, even idle
-        (16, 2, 0.0, TINY, 2),  # 16 us: worth it
+        (8, 2, 0.0, TINY, 1),  # a worker's share of 4 us of env work: not worth a hand-off, even idle
+        (16, 2, 0.0, TINY, 2),  # 8 us: worth it
         (8, 2, 2.0, TINY, 1),
         (8, 2, 1.0, CHEAP, 1),  # busy and cheap: the calling process alone
         (8, 2, 4.0, CHEAP, 1),
         (8, 2, 2.0, DEAR, 2),  # busy and dear: workers still gain on shared cores
         (8, 2, 2.0, None, 2),  # a cost that could not be measured counts as dear
         (64, 16, 4.0, CHEAP, 12),  # busy, cheap, twelve cores free: one worker each
-        (8, 16, 4.0, CHEAP, 1),  # one env a worker: its 10 us step is less than a hand-off
+        (8, 16, 4.0, CHEAP, 8),
         (64, 16, 14.6, CHEAP, 1),  # one core free: not worth a hand-off
         # the boundary: a worker's share of a batch at CHEAP_BATCH_S of env work is dear
         (8, 2, 1.0, CHEAP_BATCH_S / 4, 2),
@@ -127,7 +127,7 @@ def test_an_explicit_configuration_is_kept_on_a_busy_machine(busy_machine):
 
 @pytest.mark.skipif(CORES < 2, reason="one core: one worker whatever the env")
 def test_an_env_of_a_few_microseconds_steps_in_the_calling_process_unless_workers_are_asked_for():
-    with shoal.make([CountingEnv] * 2) as envs:  # a share of ~2 us: a hand-off costs more
+    with shoal.make([CountingEnv] * 2) as envs:  # a share of ~1 us: a hand-off costs more
         assert envs.num_workers == 1 and isinstance(envs._transport, SerialTransport)
         envs.reset(seed=0)
         _, rewards, *_ = envs.step(np.zeros(2, np.int64))

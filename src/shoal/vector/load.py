@@ -24,10 +24,11 @@ log = logging.getLogger(__name__)
 BUSY = 0.75
 """The machine counts as busy when other tasks are runnable this many times on average (a process that never sleeps
 is 1.0; a transient one seldom reaches this)."""
-TINY_BATCH_S = 15e-6
-"""A worker's share of one batch below this much env work steps faster in the calling process even on an idle
-machine (a hand-off and the copies cost as much: measured, an 8-env Dict workload of ~2 us a step ran at 0.86x
-the serial backend with a worker per core)."""
+TINY_BATCH_S = 5e-6
+"""A worker's share of one batch below this much env work (as :func:`step_seconds` times it) steps faster in the
+calling process even on an idle machine: a hand-off and shoal's own work per env cost as much (measured on 2 cores:
+the Dict workload, 0.84 us a step, ran with a worker per core at 0.87x the serial backend with 8 envs, a share of
+3.4 us, and at 1.05x with 16, a share of 6.7 us)."""
 CHEAP_BATCH_S = 500e-6
 """A worker's share of one batch below this much env work counts as cheap: on a busy machine a hand-off costs as
 much, so those envs step in the calling process."""
@@ -51,9 +52,9 @@ def other_runnable(readings: int = _READINGS, gap_s: float = _READING_GAP_S) -> 
 
 
 def step_seconds(make_env: Callable[[], Any], budget_s: float = 5e-3, max_steps: int = 16) -> float | None:
-    """The mean time of a few steps, with sampled actions after a seeded reset and within ``budget_s``, of an env
-    made by ``make_env`` (and closed); None where that cannot be timed (a human-rendering env, or one that raises:
-    the vector env's own envs report that, naming the env, when they step)."""
+    """The mean time of a few steps (after a seeded reset and one untimed step; sampled actions; within ``budget_s``)
+    of an env made by ``make_env`` (and closed); None where that cannot be timed (a human-rendering env, or one that
+    raises: the vector env's own envs report that, naming the env, when they step)."""
     try:
         env = make_env()
     except Exception as exc:  # a probe only: the vector env's envs raise it again where it is reported
@@ -65,9 +66,11 @@ def step_seconds(make_env: Callable[[], Any], budget_s: float = 5e-3, max_steps:
         env.reset(seed=0)
         space = env.action_space
         space.seed(0)
+        actions = [space.sample() for _ in range(max_steps + 1)]  # drawn before: sampling is not the env's cost
+        env.step(actions.pop())  # untimed: a first step may be checked (Gymnasium's env checker) or warm caches
         steps, start = 0, time.perf_counter()
         while steps < max_steps and (steps == 0 or time.perf_counter() - start < budget_s):
-            _, _, terminated, truncated, _ = env.step(space.sample())
+            _, _, terminated, truncated, _ = env.step(actions[steps])
             steps += 1
             if terminated or truncated:
                 env.reset()

@@ -45,7 +45,7 @@ def measure(envs, seconds: float, windows: int = 5) -> float:
 def configs(fn, n):
     fns = [fn] * n
     yield "shoal", "serial", lambda: shoal.make(fns, backend="serial")
-    yield "shoal", "mp inline", lambda: shoal.make(fns)
+    yield "shoal", "default", lambda: shoal.make(fns)  # multiprocessing, inline; or serial (shoal.vector.load)
     yield "shoal", "mp 2 workers", lambda: shoal.make(fns, num_workers=2, inline=False)
     yield "peer", "gymnasium Sync", lambda: gym.vector.SyncVectorEnv(fns)
     yield "peer", "gymnasium Async", lambda: gym.vector.AsyncVectorEnv(fns)

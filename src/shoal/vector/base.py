@@ -112,10 +112,10 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
         self.backend = backend
         self._others = 0.0  # runnable tasks besides this one when the default number of workers was chosen
         self._alone = False  # the default chose the calling process alone (shoal.vector.load)
-        self.num_workers = self._num_workers(
-            backend, num_workers, address, batch_size in (None, num_envs), step_cost,
-            may_be_alone=context is None and inline is not False,  # no start method or worker-only hosting asked for
-        )
+        # The default may follow load and cost (shoal.vector.load) where no worker processes were asked for (a start
+        # method, or every env in a worker): it may choose the calling process alone.
+        chooses = batch_size in (None, num_envs) and context is None and inline is not False
+        self.num_workers = self._num_workers(backend, num_workers, address, step_cost if chooses else None)
         self.batch_size = self._batch_size(batch_size)
         self.is_async = self.batch_size < self.num_envs
         if inline is None:  # the calling process steps a share; all of them where the default chose it alone
@@ -185,9 +185,10 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
     # -- construction ------------------------------------------------------------------------------------------------
 
     def _num_workers(
-        self, backend: str, num_workers: int | None, address: str | None, sync: bool,
-        step_cost: Callable[[], float | None] | None, may_be_alone: bool,
+        self, backend: str, num_workers: int | None, address: str | None, step_cost: Callable[[], float | None] | None
     ) -> int:
+        """``num_workers`` checked, or the default; ``step_cost``: where the default may follow the machine's load and
+        the env's cost (None: one per core)."""
         if backend not in ("serial", "multiprocessing", "ray"):
             raise ConfigError(f"backend must be 'serial', 'multiprocessing' or 'ray', got {backend!r}")
         if address is not None and backend != "ray":
@@ -197,14 +198,11 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
             from shoal.vector.ray_transport import cluster_cpus
 
             return min(units, cluster_cpus(address))
-        if num_workers is None and backend == "multiprocessing" and sync:  # load and cost decide (shoal.vector.load)
+        if num_workers is None and backend == "multiprocessing" and step_cost is not None:
             cores = os.cpu_count() or 1
             self._others = other_runnable()
-            per_core = min(units, cores)
             workers = choose_workers(units, cores, self._others, step_cost)
-            if workers == 1 < per_core and not may_be_alone:
-                return per_core
-            self._alone = workers == 1 < per_core
+            self._alone = workers == 1 < min(units, cores)
             return workers
         if num_workers is None:
             return 1 if backend == "serial" else min(units, os.cpu_count() or 1)

@@ -204,8 +204,7 @@ class AtariEngine(Engine):
             ale.reset_game()
             self._start(local)
             return
-        env_id = self.env_ids.start + local
-        rom, noops = self._rom_key(env_id), self._noops(local)
+        rom, noops = self._rom_key(self.env_ids.start + local), self._noops(local)
         before = ale.getFrameNumber() + self._frame_offset[local]  # what frame_number says before this start
         saved = self._starts.get((*rom, noops))
         if saved is None:  # this worker's first start of the ROM (recording runs on this env's emulator)
@@ -213,12 +212,7 @@ class AtariEngine(Engine):
             saved = self._starts[(*rom, noops)]
         ale.restoreState(saved.state)
         self._frame_offset[local] = before + saved.frames - ale.getFrameNumber()
-        self._lives[local] = ale.lives()
-        self._game_over[local] = False
-        self._game_over_out[env_id] = False
-        self._frames.screens[local, 0] = saved.screen  # a restored state does not bring back the screen it showed
-        self._frames.screens[local, 1] = 0
-        self._write_info(local, 0.0)
+        self._begin(local, saved.screen)  # a restored state does not bring back the screen it showed
 
     def _record_starts(self, local: int, rom: tuple) -> None:
         """Emulate, on env ``local``'s emulator, every episode start of ``rom`` (one per no-op count) as
@@ -273,13 +267,21 @@ class AtariEngine(Engine):
             if ale.game_over():
                 ale.reset_game()
                 restarted = True
-        self._lives[local] = ale.lives()
+        self._begin(local)
+        return restarted
+
+    def _begin(self, local: int, screen: np.ndarray | None = None) -> None:
+        """The bookkeeping of an episode that starts now: lives, flags, infos and its first screen (read from the
+        emulator, or ``screen``)."""
+        self._lives[local] = self.ales[local].lives()
         self._game_over[local] = False
         self._game_over_out[self.env_ids.start + local] = False
-        self._readers[local](self._frames.screens[local, 0])
+        if screen is None:
+            self._readers[local](self._frames.screens[local, 0])
+        else:
+            self._frames.screens[local, 0] = screen
         self._frames.screens[local, 1] = 0
         self._write_info(local, 0.0)
-        return restarted
 
     # -- step ------------------------------------------------------------------------------------------------------
 

@@ -8,9 +8,8 @@ CartPole x 8 at 0.3-0.7x of one process), while an env whose step costs hundreds
 workers (200 us a step: 1.2-1.3x one process with 2 and 4 busy processes, 0.9x with 1). An env whose steps cost a
 few microseconds steps faster in the calling process even on an idle machine. Both are measured when the vector env
 is made: the number of runnable tasks the kernel reports (a few readings of ``/proc/loadavg``, ~10 ms), and the time
-a few steps of one more env, made for that, take. The choice holds for
-the vector env's life; a machine that gets busy later is not followed (``benchmarks/bench_busy.py`` measures both
-sides).
+a few steps of one more env, made for that, take. The choice holds for the vector env's life; a machine that gets
+busy later is not followed (``benchmarks/bench_busy.py`` measures both sides).
 """
 
 from __future__ import annotations

@@ -1,10 +1,15 @@
-"""The cost of Ray against multiprocessing on one machine, in one run.
+"""The cost of Ray against multiprocessing, and of a sweep spread over a (simulated) Ray cluster, in one run.
 
-    python benchmarks/bench_ray.py [--seconds 3] [--rounds 2]
+    python benchmarks/bench_ray.py [--seconds 3] [--rounds 2] [--sweep-steps 400]
 
-Same vector env, same workers (one per core), random actions; steps/s of each backend (best of ``--rounds``) and
-the ratio ray / multiprocessing, for an Atari workload (Breakout x 16, 84x84 gray, stack 4, frameskip 4) and a
-cheap one (CartPole x 16), where the per-step round trip dominates.
+1. One machine: the same vector env, the same workers (one per core), random actions; steps/s of each backend (best
+   of ``--rounds``) and the ratio ray / multiprocessing, for an Atari workload (Breakout x 16, 84x84 gray, stack 4,
+   frameskip 4) and a cheap one (CartPole x 64), where the per-step round trip dominates.
+2. A two-node cluster simulated on this machine (Ray's ``cluster_utils.Cluster``: two raylets, one CPU each): a
+   sweep of 8 game x seed pairs (``--sweep-steps`` agent steps each, random policy) over both nodes, against the sum
+   of its two nodes' shares each run alone on its node (the other one idle). Rates are agent steps over the seconds
+   spent stepping (start-up excluded; for the spread sweep, the slower node's). Both nodes share this machine's
+   cores: on a 2-core machine, "together" has one core per node, as each had alone, plus the calling process.
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ import ray
 
 import shoal
 from shoal.bench.throughput import SETTINGS, time_steps
+
+SWEEP_GAMES = ["pong", "breakout", "space_invaders", "ms_pacman"]
 
 
 def rate(make, seconds: float) -> float:
@@ -32,23 +39,69 @@ def rate(make, seconds: float) -> float:
         return time_steps(step, seconds)[0]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seconds", type=float, default=3.0)
-    parser.add_argument("--rounds", type=int, default=2)
-    args = parser.parse_args()
+def one_machine(seconds: float, rounds: int) -> None:
     ray.init(num_cpus=os.cpu_count(), include_dashboard=False, logging_level="WARNING")
     workers = os.cpu_count()
     workloads = {
         "Breakout x16": lambda backend: lambda: shoal.AtariVectorEnv(
             games=["breakout"] * 16, backend=backend, num_workers=workers, **SETTINGS),
-        "CartPole x16": lambda backend: lambda: shoal.make("CartPole-v1", 16, backend=backend, num_workers=workers),
+        "CartPole x64": lambda backend: lambda: shoal.make("CartPole-v1", 64, backend=backend, num_workers=workers),
     }
     for name, make in workloads.items():
-        best = {b: max(rate(make(b), args.seconds) for _ in range(args.rounds)) for b in ("multiprocessing", "ray")}
+        best = {b: max(rate(make(b), seconds) for _ in range(rounds)) for b in ("multiprocessing", "ray")}
         print(f"{name:14s} multiprocessing {best['multiprocessing']:9,.0f} steps/s   ray {best['ray']:9,.0f} steps/s   "
               f"ray / multiprocessing {best['ray'] / best['multiprocessing']:.2f}x", flush=True)
     ray.shutdown()
+
+
+def cluster_sweep(steps: int) -> None:
+    from ray.cluster_utils import Cluster
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    from shoal.bench.ray_sweep import _node_events, run_on_nodes
+
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
+    cluster.add_node(num_cpus=1)
+    ray.init(address=cluster.address, logging_level="ERROR")
+    cluster.wait_for_nodes()
+    try:
+        pairs = [(g, s) for g in SWEEP_GAMES for s in range(2)]
+        ran: dict[str, int] = {}
+        for event in run_on_nodes(pairs, "steps", steps, "random", None, {}):
+            if event[0] == "ran":
+                ran[event[1]] = event[2]
+            elif event[0] == "end":
+                together = sum(event[1].values()) / event[2]
+        alone = 0.0
+        start = 0
+        task = ray.remote(_node_events)
+        for node, count in ran.items():  # each node's share again, on that node alone
+            share = pairs[start : start + count]
+            start += count
+            events = ray.get(list(task.options(
+                num_cpus=0, num_returns="streaming", scheduling_strategy=NodeAffinitySchedulingStrategy(node, False),
+            ).remote(share, "steps", steps, None, 1, {})))
+            end = events[-1]
+            alone += sum(end[1].values()) / end[2]
+        print(f"2-node sweep   together {together:9,.0f} steps/s   nodes alone (sum) {alone:9,.0f} steps/s   "
+              f"together / sum {together / alone:.2f}x   ({len(pairs)} pairs x {steps} steps, "
+              f"{list(ran.values())} pairs per node)", flush=True)
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seconds", type=float, default=3.0)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--sweep-steps", type=int, default=400)
+    parser.add_argument("--sweep-only", action="store_true", help="only part 2")
+    args = parser.parse_args()
+    os.environ.pop("RAY_ADDRESS", None)
+    if not args.sweep_only:
+        one_machine(args.seconds, args.rounds)
+    cluster_sweep(args.sweep_steps)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ Atari ROMs, torch ops) runs in the shared backend-parametrized tests, whose "ray
 
 import contextlib
 import functools
+import re
 import subprocess
 import sys
 import textwrap
@@ -23,17 +24,35 @@ ray = pytest.importorskip("ray")
 pytestmark = pytest.mark.ray
 
 
-def test_an_actor_killed_mid_run_is_an_error_naming_its_envs():
+def test_a_killed_node_actor_is_an_error_naming_its_envs():
+    import psutil
+
     fns = [functools.partial(SpaceEnv, "box_f32", "discrete")] * 4
     envs = shoal.make(fns, backend="ray", num_workers=2)
     envs.reset(seed=0)
     envs.step(np.zeros(4, np.int64))
-    ray.kill(envs._transport._actors[1])
-    with pytest.raises(WorkerDiedError, match=r"Ray actor 1 \(hosting envs 2\.\.3\) died"):
-        for _ in range(3):
-            envs.step(np.zeros(4, np.int64))
+    node = envs._transport._nodes[0]  # the one node's actor, hosting every env
+    ray.kill(node.actor)
+    psutil.wait_procs([psutil.Process(node.pid)], timeout=30)  # Ray kills it a moment later
+    with pytest.raises(WorkerDiedError, match=r"Ray actor 0 \(on [0-9.]+, pid \d+, hosting envs 0\.\.3\) died"):
+        envs.step(np.zeros(4, np.int64))
     envs.close()  # no hang on the dead actor
     assert envs.closed
+
+
+def test_a_worker_killed_inside_a_node_is_an_error_naming_its_envs():
+    import psutil
+
+    fns = [functools.partial(SpaceEnv, "box_f32", "discrete")] * 4
+    with shoal.make(fns, backend="ray", num_workers=2) as envs:
+        envs.reset(seed=0)
+        pid = ray.get(envs._transport._nodes[0].actor.pid.remote())
+        workers = psutil.Process(pid).children()  # the actor steps envs 0..1 itself, a worker 2..3
+        assert len(workers) == 1
+        workers[0].kill()
+        with pytest.raises(WorkerDiedError, match=r"worker 1 \(pid \d+, hosting envs 2\.\.3\) died"):
+            for _ in range(3):
+                envs.step(np.zeros(4, np.int64))
 
 
 def test_an_env_that_raises_in_an_actor_is_named():
@@ -46,14 +65,21 @@ def test_an_env_that_raises_in_an_actor_is_named():
         assert "FaultyEnv" in info.value.remote_traceback or "step" in info.value.remote_traceback
 
 
-def test_close_kills_its_actors_and_leaves_a_joined_ray_running():
+def test_close_ends_its_actors_and_their_workers_and_leaves_a_joined_ray_running():
+    import psutil
+
     envs = shoal.AtariVectorEnv(games=["pong", "breakout"], backend="ray", num_workers=2)
-    actors = list(envs._transport._actors)
+    actors = [node.actor for node in envs._transport._nodes]
+    hosting = [psutil.Process(ray.get(a.pid.remote())) for a in actors]
+    workers = [w for p in hosting for w in p.children()]
+    assert len(actors) == 1 and len(workers) == 1  # one node: its actor steps one game, a worker the other
     envs.reset(seed=0)
     envs.close()
     for actor in actors:
         with pytest.raises(ray.exceptions.RayActorError):
             ray.get(actor.pid.remote(), timeout=30)
+    psutil.wait_procs(workers, timeout=10)
+    assert not any(w.is_running() and w.status() != psutil.STATUS_ZOMBIE for w in workers)
     assert ray.is_initialized()  # the session's Ray, which shoal joined, still runs
 
 
@@ -99,6 +125,120 @@ def test_a_sweep_on_ray_equals_a_local_one():
     on_ray = sweep(["pong", "breakout"], backend="ray", num_workers=2, **kwargs)
     assert on_ray.episodes == local.episodes
     assert [s.mean for s in on_ray.summaries] == [s.mean for s in local.summaries]
+
+
+@pytest.mark.parametrize(
+    "workers,cpus,expected",
+    [(2, [1, 1], [1, 1]), (5, [1, 1], [3, 2]), (4, [3, 1], [3, 1]), (3, [16, 16, 16], [1, 1, 1]),
+     (2, [16, 16, 16], [1, 1, 0]), (10, [2, 8], [2, 8]), (7, [4, 2, 2], [3, 2, 2])],
+)
+def test_workers_are_shared_among_nodes_in_proportion_to_their_cpus(workers, cpus, expected):
+    from shoal.vector.ray_transport import shares
+
+    assert shares(workers, cpus) == expected
+
+
+def test_a_node_address_that_cannot_be_reached_says_where_to_run():
+    import socket
+
+    from shoal.vector.ray_transport import dial
+
+    with socket.socket() as s:  # a port nobody listens on any more
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(ConfigError, match=rf"cannot reach Ray actor 3 at 127.0.0.1:{port} .*run it on a machine of "):
+        dial(("127.0.0.1", port), b"key", 3)
+
+
+def test_a_simulated_two_node_cluster_spreads_work_and_names_a_lost_nodes_envs():
+    """Two raylets on this machine (Ray's own cluster utilities), one CPU each: a vector env and a sweep use both
+    nodes and equal the serial backend / a local sweep; a node killed mid-run is an error naming its envs; close()
+    leaves the cluster running. In a fresh interpreter: it joins its own cluster, not the session's Ray."""
+    script = textwrap.dedent(
+        """
+        import collections, time
+        import numpy as np, ray, shoal
+        from ray.cluster_utils import Cluster
+        from shoal.bench import sweep
+        from shoal.bench.ray_sweep import run_on_nodes
+        from shoal.errors import WorkerDiedError
+
+        cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
+        second = cluster.add_node(num_cpus=1)
+        ray.init(address=cluster.address, logging_level="ERROR")
+        cluster.wait_for_nodes()
+        both = {n["NodeID"] for n in ray.nodes() if n["Alive"]}
+        assert len(both) == 2
+
+        act = lambda i, t: (i * 7 + t * 3) % 2
+        with shoal.make("CartPole-v1", 4, backend="serial") as ref, shoal.make("CartPole-v1", 4, backend="ray") as envs:
+            assert envs.num_workers == 2 and {n.node_id for n in envs._transport._nodes} == both
+            assert [n.ids for n in envs._transport._nodes] == [range(0, 2), range(2, 4)]
+            expected = collections.defaultdict(list)
+            ref.reset(seed=5), envs.reset(seed=5)
+            for t in range(80):  # CartPole's episodes end (and autoreset) within this
+                actions = np.array([act(i, t) for i in range(4)])
+                a, b = ref.step(actions), envs.step(actions)
+                assert all(np.array_equal(x, y) for x, y in zip(a[:4], b[:4])), t
+                for i in range(4):
+                    expected[i].append((a[0][i].tolist(), a[1][i], a[2][i]))
+        print("sync equal on both nodes")
+
+        with shoal.make("CartPole-v1", 4, backend="ray", batch_size=2) as envs:  # first 2 of 4, across nodes
+            obs, info = envs.reset(seed=5)
+            t_of, got = collections.defaultdict(int), collections.defaultdict(list)
+            ids = info["env_id"]
+            for _ in range(100):
+                envs.send(np.array([act(i, t_of[i]) for i in ids]))
+                for i in ids:
+                    t_of[i] += 1
+                obs, rew, term, _, info = envs.recv()
+                ids = info["env_id"]
+                for row, i in enumerate(ids):
+                    if len(got[i]) < t_of[i]:
+                        got[i].append((obs[row].tolist(), rew[row], term[row]))
+            for i in range(4):
+                k = min(len(got[i]), 80)
+                assert k >= 10 and got[i][:k] == expected[i][:k], (i, k)
+        print("async equal across nodes")
+
+        kwargs = dict(seeds=2, steps=40)
+        local = sweep(["pong", "breakout"], backend="serial", **kwargs)
+        spread = sweep(["pong", "breakout"], backend="ray", **kwargs)
+        assert spread.episodes == local.episodes
+        events = list(run_on_nodes([("pong", 0), ("breakout", 1)], "steps", 5, "random", None, {}))
+        assert {e[1] for e in events if e[0] == "ran"} == both
+        print("sweep equal, on both nodes")
+
+        envs = shoal.make("CartPole-v1", 4, backend="ray")
+        envs.reset(seed=0)
+        cluster.remove_node(second, allow_graceful=False)
+        start = time.monotonic()
+        try:
+            while time.monotonic() - start < 60:
+                envs.step(np.zeros(4, np.int64))
+            raise AssertionError("stepping went on for 60 s after the node was killed")
+        except WorkerDiedError as exc:
+            print("died:", exc)
+        start = time.monotonic()
+        envs.close()
+        assert time.monotonic() - start < 15
+        assert ray.is_initialized()
+        with shoal.make("CartPole-v1", 2, backend="ray", num_workers=1) as envs:  # the head node is still there
+            envs.reset(seed=0)
+            envs.step(np.zeros(2, np.int64))
+        print("cluster still running")
+        ray.shutdown()
+        cluster.shutdown()
+        """
+    )
+    env = {k: v for k, v in __import__("os").environ.items() if k != "RAY_ADDRESS"}
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=400, env=env)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-4000:]
+    for line in ("sync equal on both nodes", "async equal across nodes", "sweep equal, on both nodes",
+                 "cluster still running"):
+        assert line in run.stdout
+    assert re.search(r"died: Ray actor 1 \(on [0-9.]+, pid \d+, hosting envs 2\.\.3\) died", run.stdout), run.stdout
 
 
 def test_joining_a_cluster_by_ray_address_leaves_it_running(tmp_path):

@@ -18,7 +18,7 @@ import time
 import zlib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -146,6 +146,8 @@ def sweep(
     )
     seconds = time.perf_counter() - start
     wanted = set((g, s) for g in games for s in seed_list)
+    order = {pair: i for i, pair in enumerate(todo)}  # pairs in games x seeds order, whichever finished first
+    ran.sort(key=lambda e: (order[(e.game, e.seed)], e.episode))
     every = [e for e in done if (e.game, e.seed) in wanted] + ran
     result = SweepResult(
         episodes=every,
@@ -185,12 +187,49 @@ def _run(
     progress: Progress | None,
     atari: dict[str, Any],
 ) -> tuple[list[Episode], dict[str, int], float]:
-    """Run ``pairs``: their episodes, agent steps per game, and the seconds spent stepping (start-up excluded)."""
+    """Run ``pairs``: their episodes, agent steps per game, and the seconds spent stepping (start-up excluded).
+
+    Where: in this process's vector env, or (``backend="ray"``) on each node of a Ray cluster in turn
+    (:mod:`shoal.bench.ray_sweep`). Finished pairs' episodes are appended to ``folder`` as they come."""
+    if backend == "ray":
+        from shoal.bench.ray_sweep import run_on_nodes
+
+        events = run_on_nodes(pairs, unit, amount, policy, num_workers, atari)
+    else:
+        events = run_pairs(pairs, unit, amount, policy, backend, num_workers, atari)
+    episodes: list[Episode] = []
+    try:
+        for event in events:
+            if event[0] == "episodes":
+                episodes += event[1]
+                if folder is not None:
+                    _append(folder, event[1])
+            elif event[0] == "progress":
+                if progress is not None:
+                    progress(event[1], event[2])
+            elif event[0] == "end":
+                _, steps_by_game, stepping = event
+    finally:
+        events.close()  # at once, even while an exception's traceback keeps the generator alive
+    return episodes, steps_by_game, stepping
+
+
+def run_pairs(
+    pairs: list[tuple[str, int]],
+    unit: str,
+    amount: int,
+    policy: str | Path,
+    backend: str,
+    num_workers: int | None,
+    atari: dict[str, Any],
+) -> Iterator[tuple]:
+    """Run ``pairs`` in one vector env, as events: ``("episodes", [Episode, ...])`` as a pair finishes,
+    ``("progress", done, total)`` a few times a second, and last ``("end", agent steps per game, seconds
+    stepping)``."""
     from shoal.atari import AtariVectorEnv
 
     options = {"reward_clipping": False, **atari, "autoreset_mode": "same_step"}
     n = len(pairs)
-    episodes: list[Episode] = []
     with AtariVectorEnv(games=[g for g, _ in pairs], backend=backend, num_workers=num_workers, **options) as envs:
         act = _policy(policy, envs, pairs)
         obs, _ = envs.reset(seed=[s for _, s in pairs])
@@ -218,22 +257,28 @@ def _run(
                 active[i] = False
                 if not finished[i]:  # a step budget shorter than the first episode: report it, cut
                     finished[i].append(_episode(pairs[i], 0, returns[i], lengths[i], True))
-                episodes += finished[i]
-                if folder is not None:
-                    _append(folder, finished[i])
+                yield ("episodes", finished[i])
             now = time.perf_counter()
-            if progress is not None and (now - last_report > 0.2 or not active.any()):
-                progress(float(np.minimum(count, amount).sum()), total)
+            if now - last_report > 0.2 or not active.any():
+                yield ("progress", float(np.minimum(count, amount).sum()), total)
                 last_report = now
         stepping = time.perf_counter() - start
     steps_by_game: dict[str, int] = {}
     for (game, _), t in zip(pairs, taken.tolist()):
         steps_by_game[game] = steps_by_game.get(game, 0) + t
-    return episodes, steps_by_game, stepping
+    yield ("end", steps_by_game, stepping)
 
 
 def _episode(pair: tuple[str, int], index: int, score: float, length: int, truncated: bool) -> Episode:
     return Episode(pair[0], pair[1], index, float(score), int(length), truncated)
+
+
+def policy_file(policy: str | Path) -> Path:
+    """The file of a policy that is not ``"random"``: it must exist."""
+    path = Path(policy)
+    if not path.is_file():
+        raise ConfigError(f"policy must be 'random' or the path of a TorchScript module; {str(path)!r} is not a file")
+    return path
 
 
 def _policy(policy: str | Path, envs: Any, pairs: list[tuple[str, int]]) -> Callable[[np.ndarray], np.ndarray]:
@@ -241,9 +286,7 @@ def _policy(policy: str | Path, envs: Any, pairs: list[tuple[str, int]]) -> Call
     if str(policy) == "random":
         rngs = [np.random.default_rng([seed, zlib.crc32(game.encode())]) for game, seed in pairs]
         return lambda obs: np.array([rng.integers(n) for rng, n in zip(rngs, counts.tolist())], np.int64)
-    path = Path(policy)
-    if not path.is_file():
-        raise ConfigError(f"policy must be 'random' or the path of a TorchScript module; {str(path)!r} is not a file")
+    path = policy_file(policy)
     try:
         import torch
     except ImportError as exc:

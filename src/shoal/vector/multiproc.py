@@ -168,29 +168,29 @@ class MultiprocessingTransport(Transport):
                 raise self._died(host) from None
             self._queued[host].extend(members)
 
-    def collect(self, groups: Sequence[int], timeout: float | None = None) -> list[tuple[int, Any]]:
+    def gather(self, groups: Sequence[int], timeout: float | None = None) -> list[tuple[int, tuple[bool, Any]]]:
         deadline = None if timeout is None else time.monotonic() + timeout
         for group in groups:
             while group not in self._answers:
                 host = self.host_of[group]
                 if group not in self._queued[host]:
-                    raise RuntimeError(f"collect: group {group} was sent no command to answer")
+                    raise RuntimeError(f"gather: group {group} was sent no command to answer")
                 if not self._wait((host,), 1, deadline):
                     raise timed_out(timeout)
                 self._read(host)
-        return raise_first([(group, self._answers.pop(group)) for group in groups])
+        return [(group, self._answers.pop(group)) for group in groups]
 
-    def collect_any(self, count: int, timeout: float | None = None) -> list[tuple[int, Any]]:
+    def gather_any(self, count: int, timeout: float | None = None) -> list[tuple[int, tuple[bool, Any]]]:
         deadline = None if timeout is None else time.monotonic() + timeout
         answers = self._answers
         owing = self._read_available()
         while len(answers) < count:
             if not owing:
-                raise RuntimeError(f"collect_any: {count} answers wanted, {len(answers)} can come")
+                raise RuntimeError(f"gather_any: {count} answers wanted, {len(answers)} can come")
             if not self._wait(owing, count - len(answers), deadline):
                 raise timed_out(timeout)
             owing = self._read_available()
-        return raise_first([(group, answers.pop(group)) for group in list(islice(answers, count))])
+        return [(group, answers.pop(group)) for group in list(islice(answers, count))]
 
     def _read_available(self) -> tuple[int, ...]:
         """Read every answer that has come; the hosts that still owe some."""

@@ -1,34 +1,50 @@
-"""The Ray backend: each group of envs in a Ray actor, so a vector env can span a cluster.
+"""The Ray backend: a vector env over the nodes of a Ray cluster, one actor per node hosting a local pool.
 
-* An actor hosts the same :class:`~shoal.vector.engine.Engine` a multiprocessing worker runs, over buffers of its
-  own (actors may live on other machines: there is no shared memory). A command carries its group's actions; the
-  answer carries the group's rows of every per-step array, which come back through Ray's object store (numpy arrays
-  are read there without a copy) and are copied once into the vector env's buffers. Infos and errors use the
-  multiprocessing worker's encoding (empty bytes: nothing to report).
-* First-N-of-M batches wait with ``ray.wait``.
+* Placement: the workers (``num_workers``, default the cluster's CPUs) are shared among the cluster's alive nodes in
+  proportion to their CPUs, consecutively (the calling process's node first); each node that gets any has one
+  actor, pinned there (:class:`~shoal.vector.ray_node.NodeHost`), which runs them as ``backend="multiprocessing"``
+  would: worker processes and shared memory, the actor stepping one share itself in synchronous mode. No CPU is
+  reserved (a second vector env's actors would wait forever for the first one's); the OS shares the cores.
+* Traffic: Ray starts, places and watches the actors, and carries nothing per step (a Ray call costs ~1 ms). Each
+  actor listens on its node's address; the vector env connects to it (``multiprocessing.connection``, with a key
+  it sent through Ray) and sends one message per node per batch: that node's commands and actions; one reply per
+  message brings each group's answer and its rows of every per-step array, copied into this process's buffers.
+* First-N-of-M batches take the first messages answered, whole (a node answers the groups of one message
+  together): across nodes, the slow node does not hold back the others.
 * Ray is joined at ``address`` (or ``RAY_ADDRESS``, or an already initialized Ray); otherwise a local Ray is started
-  with the machine's cores and shut down when the last vector env that started it closes. ``close()`` kills the
-  actors it created and leaves a cluster it joined running.
-* An actor that dies is a :class:`~shoal.errors.WorkerDiedError` naming its envs, raised by the wait that notices.
+  with the machine's cores and shut down when the last vector env that started it closes. ``close()`` ends the
+  actors it created (their pools first) and leaves a cluster it joined running.
+* An actor or node that dies is a :class:`~shoal.errors.WorkerDiedError` naming its envs, raised by the wait that
+  notices: its connection closes, or (a node lost without closing it) Ray reports the actor dead, which a wait
+  checks every :data:`CHECK_S`. A worker process that dies inside a node is named the way the multiprocessing
+  backend names it.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any, Sequence
+import socket
+import time
+from collections import deque
+from contextlib import contextmanager
+from multiprocessing.connection import Connection, answer_challenge, deliver_challenge, wait
+from typing import Any, Iterator, Sequence
 
-import cloudpickle
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from shoal.errors import MissingDependencyError, WorkerDiedError
+from shoal.errors import ConfigError, MissingDependencyError, WorkerDiedError
 from shoal.vector import _worker
-from shoal.vector.buffers import Buffers, BufferSpec
+from shoal.vector.buffers import BufferSpec
 from shoal.vector.engine import Command, Op
+from shoal.vector.ray_node import CLOSE, NodeHost, command_request, read_reply, step_request
 from shoal.vector.transport import EngineFactory, Transport, messages, pickled, raise_first, timed_out
 
 _CLOSE_GRACE_S = 5.0
 _START_S = 120.0  # actors that are not up by then will not be
+_CONNECT_S = 10.0  # a node's address that cannot be reached by then will not be
+CHECK_S = 1.0
+"""How often a wait asks Ray whether the actors it waits for are still alive."""
 _local = {"started": False, "open": 0}  # a local Ray shoal started, and how many transports use it
 
 
@@ -55,58 +71,71 @@ def connect(address: str | None = None) -> Any:
     return ray
 
 
+def hold(address: str | None = None) -> tuple[Any, bool]:
+    """:func:`connect`, and whether the caller holds a local Ray shoal started (then it must :func:`release` it)."""
+    ray = connect(address)
+    held = _local["started"]
+    _local["open"] += held
+    return ray, held
+
+
+def release(ray: Any, held: bool) -> None:
+    """Let go of a local Ray held by :func:`hold`: the last holder shuts it down."""
+    if held:
+        _local["open"] -= 1
+        if _local["open"] == 0 and _local["started"]:
+            _local["started"] = False
+            ray.shutdown()
+
+
+@contextmanager
+def session(address: str | None = None) -> Iterator[Any]:
+    """Ray, joined or started (and then shut down at the end, unless a vector env still uses it), for a block."""
+    ray, held = hold(address)
+    try:
+        yield ray
+    finally:
+        release(ray, held)
+
+
 def cluster_cpus(address: str | None = None) -> int:
-    """The CPUs of the Ray cluster (joining or starting it): the default number of actors."""
+    """The CPUs of the Ray cluster (joining or starting it): the default number of workers."""
     return max(1, int(connect(address).cluster_resources().get("CPU", 1)))
 
 
-class EngineHost:
-    """The actor class: one engine over envs ``start..stop-1`` (one or more groups; it runs their commands in order)."""
-
-    def __init__(self, factory_bytes: bytes, start: int, stop: int, spec: BufferSpec, autoreset_mode: Any) -> None:
-        self.ids = range(start, stop)
-        self.buffers = spec.allocate()
-        self.error: bytes | None = None
-        try:
-            self.engine = cloudpickle.loads(factory_bytes)(self.ids, self.buffers, autoreset_mode)
-        except BaseException as exc:
-            self.error = _worker.error_reply(exc)
-
-    def ready(self) -> bytes:
-        return self.error if self.error is not None else _worker.READY
-
-    def execute(self, command: Command, actions: Any, group: range) -> tuple[bytes, tuple]:
-        """Run ``command`` for the group of envs ``group`` (``actions``: its rows of the actions, for a step)."""
-        if actions is not None:
-            self.buffers.actions[group.start : group.stop] = actions
-        try:
-            reply = _worker.reply(self.engine.execute(command), command.ids)
-        except BaseException as exc:
-            reply = _worker.error_reply(exc)
-        return reply, rows_of(self.buffers, group)
-
-    def close(self) -> None:
-        """Close the envs and end this actor (its process exits; later calls fail with ``ActorDiedError``)."""
-        import ray
-
-        if self.error is None:
-            self.engine.close()
-        ray.actor.exit_actor()
-
-    def pid(self) -> int:
-        return os.getpid()
+def nodes(ray: Any) -> list[tuple[str, int]]:
+    """The alive nodes with CPUs, as ``(node id, CPUs)``: the calling process's node first, then by id."""
+    here = ray.get_runtime_context().get_node_id()
+    alive = [(n["NodeID"], int(n["Resources"].get("CPU", 0))) for n in ray.nodes() if n["Alive"]]
+    return sorted([n for n in alive if n[1] > 0], key=lambda n: (n[0] != here, n[0]))
 
 
-def rows_of(buffers: Buffers, ids: range) -> tuple:
-    """The rows ``ids`` of every per-step array an engine writes."""
-    rows = slice(ids.start, ids.stop)
-    arrays = (buffers.obs, buffers.rewards, buffers.terminations, buffers.truncations, buffers.needs_reset,
-              buffers.steps_taken, *buffers.extras.values())
-    return tuple(a[rows] for a in arrays)
+def shares(workers: int, cpus: Sequence[int]) -> list[int]:
+    """``workers`` shared among nodes of ``cpus`` CPUs in proportion (largest remainders; ties to the first)."""
+    total = sum(cpus)
+    exact = [workers * c / total for c in cpus]
+    counts = [int(e) for e in exact]
+    by_remainder = sorted(range(len(cpus)), key=lambda i: (counts[i] - exact[i], i))
+    for i in by_remainder[: workers - sum(counts)]:
+        counts[i] += 1
+    return counts
+
+
+class _Node:
+    """The vector env's side of one node: its actor, connection, hosts and the messages it has yet to answer."""
+
+    def __init__(self, index: int, actor: Any, hosts: list[int], groups: list[int], ids: range) -> None:
+        self.index, self.actor, self.hosts, self.groups, self.ids = index, actor, hosts, groups, ids
+        self.conn: Connection | None = None
+        self.serving: Any = None  # the ref of its serve() call: it ends when the actor does
+        self.where = ""  # its node's address and the actor's pid, for errors
+        self.node_id = ""  # the Ray node it runs on
+        self.pid = 0  # the actor's process
+        self.pending: deque[list[int]] = deque()  # the groups of each message sent and not yet answered
 
 
 class RayTransport(Transport):
-    """Groups of envs in Ray actors.
+    """Groups of envs on the nodes of a Ray cluster, each node's on a local pool in one actor.
 
     Args:
         address: the Ray cluster to join (default: ``RAY_ADDRESS``, a running Ray, or a new local one).
@@ -123,56 +152,169 @@ class RayTransport(Transport):
         address: str | None = None,
     ) -> None:
         super().__init__(factory, groups, spec, autoreset_mode, hosts)
-        ray = self._ray = connect(address)
+        self._ray, self._held = hold(address)  # a local Ray shoal started: the last user to close shuts it down
         self.buffers = spec.allocate()
-        self._actors: list[Any] = []
-        self._in_flight: dict[int, Any] = {}
-        self._local = _local["started"]  # on a Ray shoal started: the last transport to close shuts it down
-        _local["open"] += self._local
+        self._nodes: list[_Node] = []
+        self._node_of: dict[int, _Node] = {}
+        self._answers: dict[int, tuple[bool, Any]] = {}  # group -> answer read, not yet gathered (in arrival order)
+        self._plans: dict[tuple[int, ...], list[tuple[_Node, list[int], list[range]]]] = {}  # see step()
         try:
-            # No CPU reservation: a reserved CPU per actor would leave the actors of a second vector env unplaced
-            # (waiting forever) once the first one holds every CPU; the OS shares the cores, as with processes.
-            host = ray.remote(EngineHost).options(num_cpus=0, scheduling_strategy="SPREAD", max_restarts=0)
-            factory_bytes = pickled(factory, "the env constructors (to start the Ray actors)")
-            spans = [self.host_ids(h) for h in range(len(self.hosts))]
-            self._actors = [host.remote(factory_bytes, s.start, s.stop, spec, autoreset_mode) for s in spans]
-            firsts = [members[0] for members in self.hosts]
-            replies = self._get([a.ready.remote() for a in self._actors], firsts, _START_S)
-            raise_first([(g, _worker.decode(r)) for g, r in zip(firsts, replies) if r != _worker.READY])
+            self._start(factory, spec, autoreset_mode)
         except BaseException:
             self.close()
             raise
 
+    def _start(self, factory: EngineFactory, spec: BufferSpec, autoreset_mode: AutoresetMode) -> None:
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        ray = self._ray
+        factory_bytes = pickled(factory, "the env constructors (to start the Ray actors)")
+        key = os.urandom(32)
+        where = nodes(ray)
+        counts = shares(len(self.hosts), [cpus for _, cpus in where])
+        host_class = ray.remote(NodeHost)
+        first_host = 0
+        for (node_id, _), count in zip(where, counts):
+            if not count:
+                continue
+            hosts = list(range(first_host, first_host + count))
+            first_host += count
+            groups = [g for h in hosts for g in self.hosts[h]]
+            local_hosts = [[g - groups[0] for g in self.hosts[h]] for h in hosts]
+            actor = host_class.options(
+                num_cpus=0, max_restarts=0, max_concurrency=2,  # serve() runs while pid() can answer
+                scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
+            ).remote(factory_bytes, [self.groups[g] for g in groups], local_hosts, groups[0], spec,
+                     autoreset_mode, key)
+            node = _Node(len(self._nodes), actor, hosts, groups, self._span(groups))
+            self._nodes.append(node)
+            self._node_of.update((g, node) for g in groups)
+        replies = self._get([n.actor.ready.remote() for n in self._nodes], self._nodes, _START_S)
+        raise_first([
+            (node.groups[0], _worker.decode(status)) for node, (status, *_) in zip(self._nodes, replies)
+            if status != _worker.READY
+        ])
+        for node, (_, address, pid, node_id) in zip(self._nodes, replies):
+            node.serving = node.actor.serve.remote()
+            node.conn = dial(address, key, node.index)
+            node.where, node.node_id, node.pid = f"on {address[0]}, pid {pid}", node_id, pid
+
+    def _span(self, groups: list[int]) -> range:
+        return range(self.groups[groups[0]].start, self.groups[groups[-1]].stop)
+
     # -- moving data -----------------------------------------------------------------------------------------------
 
     def dispatch(self, commands: dict[int, Command]) -> None:
-        messages(commands)  # that each one can be sent, before any is: Ray pickles them itself
+        messages(commands)  # that each one can be sent, before any is
+        by_node: dict[int, dict[int, Command]] = {}
         for group, command in commands.items():
-            ids = self.groups[group]
-            actions = self.buffers.actions[ids.start : ids.stop] if command.op is Op.STEP else None
-            self._in_flight[group] = self._actors[self.host_of[group]].execute.remote(command, actions, ids)
+            by_node.setdefault(self._node_of[group].index, {})[group] = command
+        for index, mine in by_node.items():
+            actions = [self._actions(g) if c.op is Op.STEP else None for g, c in mine.items()]
+            self._send(self._nodes[index], command_request(mine, actions), list(mine))
 
-    def collect(self, groups: Sequence[int], timeout: float | None = None) -> list[tuple[int, Any]]:
-        if timeout is not None:
-            pending = [self._in_flight[g] for g in groups]
-            _, not_ready = self._ray.wait(pending, num_returns=len(pending), timeout=timeout)
-            if not_ready:
+    def step(self, groups: Sequence[int]) -> None:
+        key = tuple(groups)
+        plan = self._plans.get(key)
+        if plan is None:  # per node: its groups among these (a few sets of groups recur)
+            if len(self._plans) > 256:
+                self._plans.clear()
+            plan = [(n, [g for g in key if self._node_of[g] is n]) for n in self._nodes]
+            plan = self._plans[key] = [(n, mine, [self.groups[g] for g in mine]) for n, mine in plan if mine]
+        actions = self.buffers.actions
+        for node, mine, ranges in plan:
+            self._send(node, step_request(mine, actions, ranges), mine)
+
+    def _actions(self, group: int) -> np.ndarray:
+        ids = self.groups[group]
+        return self.buffers.actions[ids.start : ids.stop]
+
+    def _send(self, node: _Node, message: bytes, groups: list[int]) -> None:
+        node.pending.append(groups)
+        try:
+            node.conn.send_bytes(message)
+        except OSError:  # the actor is gone: these groups (and any it owed) get the error naming its envs
+            self._fail(node)
+
+    def gather(self, groups: Sequence[int], timeout: float | None = None) -> list[tuple[int, tuple[bool, Any]]]:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for group in groups:
+            while group not in self._answers:
+                node = self._node_of[group]
+                if not any(group in message for message in node.pending):
+                    raise RuntimeError(f"gather: group {group} was sent no command to answer")
+                if not self._wait([node], deadline):
+                    raise timed_out(timeout)
+        return [(group, self._answers.pop(group)) for group in groups]
+
+    def gather_any(self, count: int, timeout: float | None = None) -> list[tuple[int, tuple[bool, Any]]]:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        self._read_available()
+        while len(self._answers) < count:
+            owing = [n for n in self._nodes if n.pending]
+            if not owing:
+                raise RuntimeError(f"gather_any: {count} answers wanted, {len(self._answers)} can come")
+            if not self._wait(owing, deadline):
                 raise timed_out(timeout)
-        refs = [self._in_flight.pop(g) for g in groups]
-        answers = []
-        for group, (reply, rows) in zip(groups, self._get(refs, groups)):
-            self._store(group, rows)
-            answers.append((group, _worker.decode(reply)))
-        return raise_first(answers)
+        return [(group, self._answers.pop(group)) for group in list(self._answers)[:count]]
 
-    def collect_any(self, count: int, timeout: float | None = None) -> list[tuple[int, Any]]:
-        group_of = {ref: g for g, ref in self._in_flight.items()}
-        ready, _ = self._ray.wait(list(group_of), num_returns=count, timeout=timeout)
-        if len(ready) < count:
-            raise timed_out(timeout)
-        return self.collect([group_of[ref] for ref in ready])
+    def _read_available(self) -> None:
+        for node in self._nodes:
+            while node.pending and node.conn.poll(0):
+                self._read(node)
 
-    def _get(self, refs: list[Any], groups: Sequence[int], timeout: float | None = None) -> list[Any]:
+    def _wait(self, owing: list[_Node], deadline: float | None) -> bool:
+        """Wait until one of ``owing`` answers a message (read it; a dead node's groups get errors); False if
+        ``deadline`` came first. Every :data:`CHECK_S` asks Ray whether the nodes are alive."""
+        conns = [n.conn for n in owing]
+        while True:
+            left = CHECK_S if deadline is None else min(CHECK_S, deadline - time.monotonic())
+            ready = wait(conns, max(left, 0.0))
+            if ready:
+                for node in owing:
+                    if node.conn in ready:
+                        self._read(node)
+                return True
+            dead, _ = self._ray.wait([n.serving for n in owing], num_returns=1, timeout=0)
+            if dead:
+                self._fail(next(n for n in owing if n.serving == dead[0]))
+                return True
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
+
+    def _read(self, node: _Node) -> None:
+        """Read ``node``'s reply to its oldest message: the answers, and the rows copied into the buffers."""
+        try:
+            message = node.conn.recv_bytes()
+        except (EOFError, OSError):
+            self._fail(node)
+            return
+        groups = node.pending.popleft()
+        answers = read_reply(message, len(groups), self.buffers, [self.groups[g] for g in groups])
+        self._answers.update(zip(groups, answers))
+
+    def _fail(self, node: _Node) -> None:
+        """``node``'s actor died: every group it owes an answer gets the error naming its envs."""
+        error = self._died(node)
+        while node.pending:
+            for group in node.pending.popleft():
+                self._answers[group] = (False, error)
+
+    def _died(self, node: _Node) -> WorkerDiedError:
+        cause = "its connection closed"
+        ready, _ = self._ray.wait([node.serving], timeout=5.0)  # Ray says why, once it has noticed
+        if ready:
+            try:
+                self._ray.get(ready[0])
+            except Exception as exc:
+                cause = str(exc).splitlines()[0]
+        return WorkerDiedError(
+            f"Ray actor {node.index} ({node.where}, hosting envs {node.ids.start}..{node.ids.stop - 1}) died: "
+            f"{cause}; close() this vector env and make a new one",
+            env_id=node.ids.start,
+        )
+
+    def _get(self, refs: list[Any], owners: list[_Node], timeout: float | None = None) -> list[Any]:
         try:
             return self._ray.get(refs, timeout=timeout)
         except self._ray.exceptions.GetTimeoutError:
@@ -181,43 +323,52 @@ class RayTransport(Transport):
                 f"limits, or unreachable?)"
             ) from None
         except self._ray.exceptions.RayActorError as exc:
-            dead = next((g for g, ref in zip(groups, refs) if _failed(self._ray, ref)), groups[0])
-            for g in groups:  # the others' answers are lost with this batch: nothing is in flight for them now
-                self._in_flight.pop(g, None)
-            host = self.host_of[dead]
-            ids = self.host_ids(host)
+            dead = next((n for n, ref in zip(owners, refs) if _failed(self._ray, ref)), owners[0])
             raise WorkerDiedError(
-                f"Ray actor {host} (hosting envs {ids.start}..{ids.stop - 1}) died: "
-                f"{str(exc).splitlines()[0]}; close() this vector env and make a new one",
-                env_id=ids.start,
+                f"Ray actor {dead.index} (hosting envs {dead.ids.start}..{dead.ids.stop - 1}) died: "
+                f"{str(exc).splitlines()[0]}",
+                env_id=dead.ids.start,
             ) from exc
-
-    def _store(self, group: int, rows: tuple) -> None:
-        """Copy a group's rows from its actor into this process's buffers (observations: into their target slot;
-        the actor's own buffers use slot 0 only)."""
-        ids, b = self.groups[group], self.buffers
-        span = np.arange(ids.start, ids.stop)
-        b.obs[b.target_rows(span)] = rows[0]
-        b.settle(span)
-        for target, values in zip(rows_of(b, ids)[1:], rows[1:]):
-            target[...] = values
 
     # -- shutdown --------------------------------------------------------------------------------------------------
 
     def close(self, terminate: bool = False) -> None:
-        actors, self._actors, self._in_flight = self._actors, [], {}
-        if actors and not terminate:
-            closing = [a.close.remote() for a in actors]
-            self._ray.wait(closing, num_returns=len(closing), timeout=_CLOSE_GRACE_S)
-        if actors:
-            for actor in actors:  # any that did not exit in time (hung, or already dead)
-                self._ray.kill(actor)
-        if self._local:
-            self._local = False
-            _local["open"] -= 1
-            if _local["open"] == 0 and _local["started"]:
-                _local["started"] = False
-                self._ray.shutdown()
+        nodes_, self._nodes, self._answers = self._nodes, [], {}
+        for node in nodes_:
+            if node.conn is not None and not terminate:
+                try:
+                    node.conn.send_bytes(CLOSE)
+                except OSError:  # already gone
+                    pass
+        serving = [n.serving for n in nodes_ if n.serving is not None and not terminate]
+        if serving:  # each closes its pool and returns
+            self._ray.wait(serving, num_returns=len(serving), timeout=_CLOSE_GRACE_S)
+        alive = self._ray.is_initialized()  # at exit, Ray may have shut down first: its actors went with it
+        for node in nodes_:
+            if node.conn is not None:
+                node.conn.close()
+            if alive:
+                self._ray.kill(node.actor)
+        held, self._held = self._held, False
+        release(self._ray, held)
+
+
+def dial(address: tuple[str, int], authkey: bytes, index: int) -> Connection:
+    """Connect to actor ``index`` listening at ``address`` (``multiprocessing.connection.Client``'s handshake, with
+    a time limit on reaching it)."""
+    try:
+        sock = socket.create_connection(address, timeout=_CONNECT_S)
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot reach Ray actor {index} at {address[0]}:{address[1]} from this process ({exc}): backend='ray' "
+            f"connects to each node directly, so run it on a machine of the cluster (a Ray Client driver, "
+            f"ray://..., outside the cluster's network cannot reach the nodes)"
+        ) from exc
+    sock.settimeout(None)
+    conn = Connection(sock.detach())
+    answer_challenge(conn, authkey)
+    deliver_challenge(conn, authkey)
+    return conn
 
 
 def _failed(ray: Any, ref: Any) -> bool:

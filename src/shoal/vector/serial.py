@@ -9,7 +9,7 @@ from gymnasium.vector import AutoresetMode
 
 from shoal.vector.buffers import BufferSpec
 from shoal.vector.engine import Command
-from shoal.vector.transport import EngineFactory, Transport, raise_first
+from shoal.vector.transport import EngineFactory, Transport
 
 
 class SerialTransport(Transport):
@@ -39,20 +39,20 @@ class SerialTransport(Transport):
             self._run(group, self.engines[group].run_step, self.group_ids[group])
 
     def _run(self, group: int, run: Callable[[Any], Any], argument: Any) -> None:
-        """``run(argument)`` for ``group``; its answer (or error) waits for :meth:`collect`."""
+        """``run(argument)`` for ``group``; its answer (or error) waits for :meth:`gather`."""
         try:
             self._done[group] = (True, run(argument))
         except Exception as exc:
             self._done[group] = (False, exc)
         self._order.append(group)
 
-    def collect(self, groups: Sequence[int], timeout: float | None = None) -> list[tuple[int, Any]]:
+    def gather(self, groups: Sequence[int], timeout: float | None = None) -> list[tuple[int, tuple[bool, Any]]]:
         for group in groups:
             self._order.remove(group)
-        return raise_first([(g, self._done.pop(g)) for g in groups])
+        return [(g, self._done.pop(g)) for g in groups]
 
-    def collect_any(self, count: int, timeout: float | None = None) -> list[tuple[int, Any]]:
-        return self.collect([self._order[i] for i in range(count)])
+    def gather_any(self, count: int, timeout: float | None = None) -> list[tuple[int, tuple[bool, Any]]]:
+        return self.gather([self._order[i] for i in range(count)])
 
     def close(self, terminate: bool = False) -> None:
         engines, self.engines = self.engines, []

@@ -65,7 +65,6 @@ class Transport(ABC):
         :data:`~shoal.vector.engine.Op.STEP` commands, which a backend may carry a faster way (every step does)."""
         self.dispatch({g: Command(Op.STEP, self.group_ids[g]) for g in groups})
 
-    @abstractmethod
     def collect(self, groups: Sequence[int], timeout: float | None = None) -> list[tuple[int, Any]]:
         """Wait for the dispatched command of each of ``groups``; ``(group, result)`` in the order given.
 
@@ -73,11 +72,20 @@ class Transport(ABC):
         group asked for has answered, so the backend stays in step. Past ``timeout`` seconds (None: no limit),
         raises :class:`~shoal.errors.WaitTimeoutError` and keeps what it read, so a later call can finish.
         """
+        return raise_first(self.gather(groups, timeout))
 
-    @abstractmethod
     def collect_any(self, count: int, timeout: float | None = None) -> list[tuple[int, Any]]:
         """Wait until ``count`` of the groups in flight have answered; ``(group, result)`` in the order they did.
-        ``timeout`` as in :meth:`collect`."""
+        ``timeout`` and errors as in :meth:`collect`."""
+        return raise_first(self.gather_any(count, timeout))
+
+    @abstractmethod
+    def gather(self, groups: Sequence[int], timeout: float | None = None) -> list[tuple[int, tuple[bool, Any]]]:
+        """:meth:`collect` without raising: each group's answer as ``(ok, value)`` (``value``: the error if not ok)."""
+
+    @abstractmethod
+    def gather_any(self, count: int, timeout: float | None = None) -> list[tuple[int, tuple[bool, Any]]]:
+        """:meth:`collect_any` without raising, as :meth:`gather`."""
 
     @abstractmethod
     def close(self, terminate: bool = False) -> None:

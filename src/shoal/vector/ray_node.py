@@ -1,0 +1,222 @@
+"""The Ray backend's actor: one per node, running that node's share of the envs on a local pool.
+
+The actor builds the same transport ``backend="multiprocessing"`` uses (shared memory and counters; it steps one
+share itself in synchronous mode), or, for a single worker's share, steps the envs itself (the serial transport).
+It then serves one connection from the vector env (``multiprocessing.connection``, authenticated by a key that came
+through Ray): a message per batch carries the commands of this node's groups and their actions; one reply per
+message, in the order they came, carries each group's answer and its rows of every per-step array.
+
+While groups of several messages are in flight (asynchronous batches), the actor looks for a new message every
+:data:`POLL_S` as it waits for its workers, so that a group the vector env sends back is stepped at once; in
+synchronous mode nothing comes before the reply, and it just waits.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import struct
+from collections import deque
+from multiprocessing.connection import Connection, Listener
+from typing import Any, Sequence
+
+import cloudpickle
+import numpy as np
+
+from shoal.errors import WaitTimeoutError
+from shoal.vector import _worker
+from shoal.vector.buffers import Buffers, BufferSpec
+from shoal.vector.engine import Command
+from shoal.vector.transport import Transport
+
+POLL_S = 0.001
+"""How often an actor with batches of several messages in flight looks for the next message while it waits."""
+CLOSE = b""
+"""The message that ends an actor's service (its pool is closed; the actor is then killed)."""
+
+
+class NodeHost:
+    """The actor class: groups ``groups`` (global env id ranges, global group indices ``first``, ``first + 1``, ...)
+    on workers ``hosts`` (indices into ``groups``), listening for the vector env on this node's address."""
+
+    def __init__(
+        self,
+        factory_bytes: bytes,
+        groups: list[range],
+        hosts: list[list[int]],
+        first: int,
+        spec: BufferSpec,
+        autoreset_mode: Any,
+        authkey: bytes,
+    ) -> None:
+        import ray
+
+        self.first = first
+        self.ranges = {first + i: ids for i, ids in enumerate(groups)}  # global group index -> its env ids
+        self.overlaps = any(len(members) > 1 for members in hosts)  # several groups per worker: asynchronous batches
+        self.error: bytes | None = None
+        self.local: Transport | None = None
+        self.listener = Listener((ray.util.get_node_ip_address(), 0), authkey=authkey)
+        try:
+            factory = cloudpickle.loads(factory_bytes)
+            if len(hosts) == 1:
+                from shoal.vector.serial import SerialTransport
+
+                self.local = SerialTransport(factory, groups, spec, autoreset_mode)
+            else:
+                from shoal.vector.multiproc import MultiprocessingTransport
+
+                # Nobody spins: the next command comes after a network round trip, far longer than any spin.
+                self.local = MultiprocessingTransport(
+                    factory, groups, spec, autoreset_mode, hosts, inline=not self.overlaps, spin_us=0.0
+                )
+        except BaseException as exc:
+            self.error = _worker.error_reply(exc)
+
+    def ready(self) -> tuple[bytes, Any, int, str]:
+        """:data:`~shoal.vector._worker.READY` (or why not), the address to connect to, this process's id and the
+        Ray node's."""
+        import ray
+
+        status = self.error if self.error is not None else _worker.READY
+        return status, self.listener.address, os.getpid(), ray.get_runtime_context().get_node_id()
+
+    def serve(self) -> None:
+        """Answer the vector env's messages until it sends :data:`CLOSE` or goes away; then close the pool."""
+        conn = self.listener.accept()
+        self.listener.close()
+        try:
+            if self.local is not None:
+                self._serve(conn, self.local)
+        except (EOFError, OSError):
+            pass  # the vector env is gone
+        finally:
+            conn.close()
+            if self.local is not None:
+                self.local.close()
+
+    def _serve(self, conn: Connection, local: Transport) -> None:
+        owed: deque[list[int]] = deque()  # the groups of each message not yet answered, oldest first
+        answered: dict[int, tuple[bool, Any]] = {}
+        while True:
+            if not owed or (self.overlaps and conn.poll(0)):
+                message = conn.recv_bytes()
+                if message == CLOSE:
+                    return
+                owed.append(self._start(message, local, answered))
+                continue
+            if any(g not in answered for g in owed[0]):
+                try:
+                    done = local.gather_any(1, POLL_S if self.overlaps else None)
+                except WaitTimeoutError:
+                    continue
+                answered.update((g + self.first, answer) for g, answer in done)
+                continue
+            groups = owed.popleft()
+            answers = [answered.pop(g) for g in groups]
+            conn.send_bytes(reply(answers, local.buffers, [self.ranges[g] for g in groups]))
+
+    def _start(self, message: bytes, local: Transport, answered: dict[int, tuple[bool, Any]]) -> list[int]:
+        """Write a message's actions and start its commands; its groups (global indices)."""
+        groups, commands = read_request(message, local.buffers.actions, self.ranges)
+        try:
+            if commands is None:
+                local.step([g - self.first for g in groups])
+            else:
+                local.dispatch({g - self.first: c for g, c in commands.items()})
+        except BaseException as exc:  # a worker found dead as the commands went out: every group of it answers so
+            for group in groups:
+                answered.setdefault(group, (False, exc))
+        return groups
+
+    def pid(self) -> int:
+        return os.getpid()
+
+
+# -- the wire: a message is b"S" (a plain step), b"P" (pickled commands) or CLOSE; a reply is the answers, pickled
+# unless all are empty, then the rows of every per-step array, raw. Both sides know the row sizes from the spec.
+
+_COUNT = struct.Struct("<i")
+
+
+def step_request(groups: Sequence[int], actions: np.ndarray, ranges: Sequence[range]) -> bytes:
+    """A plain step of ``groups`` (env ids ``ranges``): their indices, then their rows of the actions, raw."""
+    parts: list[Any] = [b"S", _COUNT.pack(len(groups)), np.asarray(groups, np.int32).tobytes()]
+    parts += [actions[ids.start : ids.stop] for ids in ranges]
+    return b"".join(parts)
+
+
+def command_request(commands: dict[int, Command], actions: list[np.ndarray | None]) -> bytes:
+    """Commands of several groups, with their rows of the actions where the command is a step (else None)."""
+    return b"P" + pickle.dumps((commands, list(commands), actions), protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def read_request(message: bytes, actions: np.ndarray, ranges: dict[int, range]) -> tuple[list[int], Any]:
+    """A message's groups and commands (None: a plain step), its actions written into ``actions``."""
+    if message[:1] == b"P":
+        commands, groups, rows = pickle.loads(message[1:])
+        for group, values in zip(groups, rows):
+            if values is not None:
+                ids = ranges[group]
+                actions[ids.start : ids.stop] = values
+        return groups, commands
+    (count,) = _COUNT.unpack_from(message, 1)
+    groups = np.frombuffer(message, np.int32, count, 1 + _COUNT.size).tolist()
+    _unpack(memoryview(message)[1 + _COUNT.size + 4 * count :], [actions], [ranges[g] for g in groups])
+    return groups, None
+
+
+def reply(answers: list[tuple[bool, Any]], buffers: Buffers, ranges: list[range]) -> bytes:
+    """A node's reply to one message: the answer of each group (env ids ``ranges``), encoded as a worker's, and
+    its rows of every per-step array."""
+    encoded = []
+    for ids, (ok, value) in zip(ranges, answers):
+        try:
+            encoded.append(_worker.reply(value, np.arange(ids.start, ids.stop)) if ok else _worker.error_reply(value))
+        except Exception as exc:  # an answer that cannot be pickled: the error naming its env
+            encoded.append(_worker.error_reply(exc))
+    header = b"" if not any(encoded) else pickle.dumps(encoded, protocol=pickle.HIGHEST_PROTOCOL)
+    parts: list[Any] = [_COUNT.pack(len(header)), header]
+    for array in step_arrays(buffers, buffers.obs[: buffers.spec.num_envs]):
+        parts += [array[ids.start : ids.stop] for ids in ranges]
+    return b"".join(parts)
+
+
+def read_reply(message: bytes, groups: int, buffers: Buffers, ranges: list[range]) -> list[tuple[bool, Any]]:
+    """Each group's answer of a reply, its rows copied into ``buffers`` (observations: into their target slots)."""
+    (size,) = _COUNT.unpack_from(message)
+    answers = pickle.loads(message[_COUNT.size : _COUNT.size + size]) if size else [_worker.OK] * groups
+    data = memoryview(message)[_COUNT.size + size :]
+    if buffers.slots_on[0]:  # observations go to their target slots: through a staging copy of slot 0's layout
+        span = np.concatenate([np.arange(r.start, r.stop) for r in ranges])
+        obs = np.empty((len(span), *buffers.obs.shape[1:]), buffers.obs.dtype)
+        data = _unpack(data, [obs], [range(len(span))])
+        buffers.obs[buffers.target_rows(span)] = obs
+        buffers.settle(span)
+        _unpack(data, step_arrays(buffers, None), ranges)
+    else:
+        _unpack(data, step_arrays(buffers, buffers.obs[: buffers.spec.num_envs]), ranges)
+    return [_worker.decode(a) for a in answers]
+
+
+def step_arrays(buffers: Buffers, obs: np.ndarray | None) -> list[np.ndarray]:
+    """Every array a step writes, one row per env: ``obs`` (slot 0's rows; None: left out), rewards, ..., extras."""
+    arrays = [buffers.rewards, buffers.terminations, buffers.truncations, buffers.needs_reset, buffers.steps_taken,
+              *buffers.extras.values()]
+    return arrays if obs is None else [obs, *arrays]
+
+
+def _unpack(data: memoryview, arrays: list[np.ndarray], ranges: list[range]) -> memoryview:
+    """Copy rows ``ranges`` of each of ``arrays`` out of ``data`` (laid out array by array, range by range); the
+    rest of ``data``."""
+    offset = 0
+    for array in arrays:
+        row = array[:1].nbytes
+        if not row:  # a space with nothing of fixed size (Text): its values travel with the answers
+            continue
+        for ids in ranges:
+            count = ids.stop - ids.start
+            array[ids.start : ids.stop] = np.frombuffer(data, array.dtype, count * row // array.itemsize,
+                                                        offset).reshape((count, *array.shape[1:]))
+            offset += count * row
+    return data[offset:]

@@ -81,6 +81,22 @@ def test_bench_writes_a_table_json_csv_and_a_chart(capsys, tmp_path):
     ]
 
 
+def test_the_asynchronous_series_steps_half_the_envs_a_call_and_is_charted(tmp_path):
+    import contextlib
+
+    from shoal.bench.throughput import stepper, throughput
+
+    with contextlib.ExitStack() as opened:
+        step = stepper("shoal-async", ["pong", "breakout"] * 2, opened)
+        assert [step() for _ in range(6)] == [2] * 6  # send/recv of the first 2 of 4 envs to finish
+    result = throughput([1, 2], 1, ["shoal", "shoal-async"], 0.2)
+    assert [(m.system, m.num_envs) for m in result.measurements] == [
+        ("shoal", 1), ("shoal-async", 1), ("shoal", 2), ("shoal-async", 2)
+    ]
+    legend = throughput_chart(result, tmp_path / "chart.png").axes[0].get_legend().get_texts()
+    assert [t.get_text() for t in legend] == ["shoal (multiprocessing)", "shoal (multiprocessing, half batches)"]
+
+
 # -- sweep -----------------------------------------------------------------------------------------------------------
 
 
@@ -193,7 +209,7 @@ def test_autotune_ranks_configurations_and_its_snippet_builds_the_best(capsys):
         (["bench", "--roms", "x"], "expected comma-separated integers, got 'x'"),
         (
             ["bench", "--systems", "envpool"],
-            "systems must be some of shoal, shoal-serial, shoal-ray, ale-py, gymnasium",
+            "systems must be some of shoal, shoal-async, shoal-serial, shoal-ray, ale-py, gymnasium",
         ),
         (["bench", "--roms", "105"], "roms must be integers between 1 and 104"),
         (["sweep", "--games", "breakuot"], "unknown ROM id 'breakuot': did you mean 'breakout'"),

@@ -25,8 +25,10 @@ DEFAULT_GAMES = (
 """The ROMs a benchmark takes first, in order, when it is not given its own (then every other single-player ROM
 ale-py ships, in id order)."""
 
-SYSTEMS = ("shoal", "shoal-serial", "shoal-ray", "ale-py", "gymnasium")
-"""What :func:`throughput` can measure: shoal's multiprocessing, serial and Ray backends, ale-py's C++
+SYSTEMS = ("shoal", "shoal-async", "shoal-serial", "shoal-ray", "ale-py", "gymnasium")
+"""What :func:`throughput` can measure: shoal's multiprocessing backend stepping all envs at once and in asynchronous
+half batches (``send`` then ``recv`` of the first half of the envs to finish; latency: one such pair), its serial
+and Ray backends, ale-py's C++
 ``AtariVectorEnv`` (one per ROM, stepped together: it runs one game per vector env) and Gymnasium's
 ``AsyncVectorEnv`` (one process per env; ``full_action_space=True``, the only way it takes a mix of ROMs)."""
 
@@ -139,7 +141,7 @@ def interleaved(runs: Mapping[Key, Callable[[], float]], rounds: int) -> dict[Ke
 def throughput(
     roms: Sequence[int] = (1, 2, 4, 8, 16),
     copies: int = 2,
-    systems: Sequence[str] = ("shoal", "shoal-serial", "ale-py", "gymnasium"),
+    systems: Sequence[str] = ("shoal", "shoal-async", "shoal-serial", "ale-py", "gymnasium"),
     seconds: float = 2.0,
     games: Sequence[str] | None = None,
     progress: Progress | None = None,
@@ -191,7 +193,9 @@ def stepper(system: str, games: list[str], opened: contextlib.ExitStack) -> Call
     if system.startswith("shoal"):
         from shoal.atari import AtariVectorEnv
 
-        backend = {"shoal": "multiprocessing", "shoal-serial": "serial", "shoal-ray": "ray"}[system]
+        if system == "shoal-async" and n > 1:
+            return _async_stepper(games, opened, rng)
+        backend = {"shoal-serial": "serial", "shoal-ray": "ray"}.get(system, "multiprocessing")
         envs = opened.enter_context(AtariVectorEnv(games=games, backend=backend, **SETTINGS))
         envs.reset(seed=0)
         counts = np.asarray(envs.num_actions)
@@ -224,6 +228,26 @@ def stepper(system: str, games: list[str], opened: contextlib.ExitStack) -> Call
     def step() -> int:
         envs.step(rng.integers(0, 18, n))
         return n
+
+    return step
+
+
+def _async_stepper(games: list[str], opened: contextlib.ExitStack, rng: np.random.Generator) -> Callable[[], int]:
+    """Half batches of ``games``: as many workers as cores that divide the envs evenly (asynchronous batches share
+    them so), each holding two groups or more, the calling process free while envs step."""
+    from shoal.atari import AtariVectorEnv
+
+    n = len(games)
+    workers = max(w for w in range(1, min(n, os.cpu_count() or 1) + 1) if n % w == 0)
+    envs = opened.enter_context(AtariVectorEnv(games=games, num_workers=workers, batch_size=n // 2, **SETTINGS))
+    _, info = envs.reset(seed=0)
+    counts = np.asarray(envs.num_actions)
+    held = [info["env_id"]]
+
+    def step() -> int:
+        envs.send((rng.random(len(held[0])) * counts[held[0]]).astype(np.int64))
+        held[0] = envs.recv()[4]["env_id"]
+        return len(held[0])
 
     return step
 

@@ -110,9 +110,9 @@ def parser() -> argparse.ArgumentParser:
     bench.add_argument("--copies", type=_positive(int), default=2, help="envs per ROM (default: 2)")
     bench.add_argument("--seconds", type=_positive(float), default=2.0, help="seconds per measurement (default: 2)")
     bench.add_argument(
-        "--systems", type=_names, default=["shoal", "shoal-serial", "ale-py", "gymnasium"],
-        help="what to measure: shoal (multiprocessing), shoal-serial, shoal-ray, ale-py, gymnasium "
-        "(default: shoal,shoal-serial,ale-py,gymnasium)",
+        "--systems", type=_names, default=["shoal", "shoal-async", "shoal-serial", "ale-py", "gymnasium"],
+        help="what to measure: shoal (multiprocessing), shoal-async (half batches), shoal-serial, shoal-ray, ale-py, "
+        "gymnasium (default: shoal,shoal-async,shoal-serial,ale-py,gymnasium)",
     )
     bench.add_argument(
         "--games", type=_names, help="ROMs to take, in order (default: pong,breakout,space_invaders,...)"

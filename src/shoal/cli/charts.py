@@ -7,10 +7,12 @@ from pathlib import Path
 from shoal.bench import SanityReport, SweepResult, ThroughputResult
 
 _COLORS = {
-    "shoal": "#1f77b4", "shoal-serial": "#17becf", "shoal-ray": "#9467bd", "ale-py": "#ff7f0e", "gymnasium": "#2ca02c",
+    "shoal": "#1f77b4", "shoal-async": "#aec7e8", "shoal-serial": "#17becf", "shoal-ray": "#9467bd",
+    "ale-py": "#ff7f0e", "gymnasium": "#2ca02c",
 }
 _NAMES = {
     "shoal": "shoal (multiprocessing)",
+    "shoal-async": "shoal (multiprocessing, half batches)",
     "shoal-serial": "shoal (serial)",
     "shoal-ray": "shoal (Ray)",
     "ale-py": "ale-py AtariVectorEnv",

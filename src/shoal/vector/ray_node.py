@@ -3,12 +3,11 @@
 The actor builds the same transport ``backend="multiprocessing"`` uses (shared memory and counters; it steps one
 share itself in synchronous mode), or, for a single worker's share, steps the envs itself (the serial transport).
 It then serves one connection from the vector env (``multiprocessing.connection``, authenticated by a key that came
-through Ray): a message per batch carries the commands of this node's groups and their actions; one reply per
-message, in the order they came, carries each group's answer and its rows of every per-step array.
-
-While groups of several messages are in flight (asynchronous batches), the actor looks for a new message every
-:data:`POLL_S` as it waits for its workers, so that a group the vector env sends back is stepped at once; in
-synchronous mode nothing comes before the reply, and it just waits.
+through Ray): a message per batch carries the commands of this node's groups and their actions; a reply carries
+the answers of some of them and their rows of every per-step array. In synchronous mode one reply answers each
+message, once all its groups are done. In asynchronous mode (several groups per worker) each answer goes back as soon
+as the pool has it, so that the vector env's first-N-of-M batch can take it, and while groups are in flight the actor
+looks for a new message every :data:`POLL_S` as it waits for its workers, so that a group sent back is stepped at once.
 """
 
 from __future__ import annotations
@@ -16,7 +15,6 @@ from __future__ import annotations
 import os
 import pickle
 import struct
-from collections import deque
 from multiprocessing.connection import Connection, Listener
 from typing import Any, Sequence
 
@@ -30,7 +28,7 @@ from shoal.vector.engine import Command
 from shoal.vector.transport import Transport
 
 POLL_S = 0.001
-"""How often an actor with batches of several messages in flight looks for the next message while it waits."""
+"""How often an actor serving asynchronous batches looks for the next message while it waits for its workers."""
 CLOSE = b""
 """The message that ends an actor's service (its pool is closed; the actor is then killed)."""
 
@@ -96,25 +94,28 @@ class NodeHost:
                 self.local.close()
 
     def _serve(self, conn: Connection, local: Transport) -> None:
-        owed: deque[list[int]] = deque()  # the groups of each message not yet answered, oldest first
-        answered: dict[int, tuple[bool, Any]] = {}
+        owed: set[int] = set()  # groups sent a command and not answered back yet
+        answered: dict[int, tuple[bool, Any]] = {}  # answers read from the pool, not sent yet
         while True:
             if not owed or (self.overlaps and conn.poll(0)):
                 message = conn.recv_bytes()
                 if message == CLOSE:
                     return
-                owed.append(self._start(message, local, answered))
+                owed.update(self._start(message, local, answered))
                 continue
-            if any(g not in answered for g in owed[0]):
+            # Asynchronous batches: each answer goes back at once (the first N of M may want it); synchronous: all
+            # of them together, in one reply.
+            if not answered or (not self.overlaps and len(answered) < len(owed)):
                 try:
                     done = local.gather_any(1, POLL_S if self.overlaps else None)
                 except WaitTimeoutError:
                     continue
                 answered.update((g + self.first, answer) for g, answer in done)
                 continue
-            groups = owed.popleft()
+            groups = list(answered)
+            owed.difference_update(groups)
             answers = [answered.pop(g) for g in groups]
-            conn.send_bytes(reply(answers, local.buffers, [self.ranges[g] for g in groups]))
+            conn.send_bytes(reply(groups, answers, local.buffers, [self.ranges[g] for g in groups]))
 
     def _start(self, message: bytes, local: Transport, answered: dict[int, tuple[bool, Any]]) -> list[int]:
         """Write a message's actions and start its commands; its groups (global indices)."""
@@ -166,9 +167,9 @@ def read_request(message: bytes, actions: np.ndarray, ranges: dict[int, range]) 
     return groups, None
 
 
-def reply(answers: list[tuple[bool, Any]], buffers: Buffers, ranges: list[range]) -> bytes:
-    """A node's reply to one message: the answer of each group (env ids ``ranges``), encoded as a worker's, and
-    its rows of every per-step array."""
+def reply(groups: list[int], answers: list[tuple[bool, Any]], buffers: Buffers, ranges: list[range]) -> bytes:
+    """A node's answers for ``groups`` (env ids ``ranges``): the groups, their answers (encoded as a worker's;
+    pickled unless all are empty), and their rows of every per-step array, raw."""
     encoded = []
     for ids, (ok, value) in zip(ranges, answers):
         try:
@@ -176,27 +177,33 @@ def reply(answers: list[tuple[bool, Any]], buffers: Buffers, ranges: list[range]
         except Exception as exc:  # an answer that cannot be pickled: the error naming its env
             encoded.append(_worker.error_reply(exc))
     header = b"" if not any(encoded) else pickle.dumps(encoded, protocol=pickle.HIGHEST_PROTOCOL)
-    parts: list[Any] = [_COUNT.pack(len(header)), header]
+    parts: list[Any] = [_COUNT.pack(len(groups)), np.asarray(groups, np.int32).tobytes(), _COUNT.pack(len(header)),
+                        header]
     for array in step_arrays(buffers, buffers.obs[: buffers.spec.num_envs]):
         parts += [array[ids.start : ids.stop] for ids in ranges]
     return b"".join(parts)
 
 
-def read_reply(message: bytes, groups: int, buffers: Buffers, ranges: list[range]) -> list[tuple[bool, Any]]:
-    """Each group's answer of a reply, its rows copied into ``buffers`` (observations: into their target slots)."""
-    (size,) = _COUNT.unpack_from(message)
-    answers = pickle.loads(message[_COUNT.size : _COUNT.size + size]) if size else [_worker.OK] * groups
-    data = memoryview(message)[_COUNT.size + size :]
+def read_reply(message: bytes, buffers: Buffers, ranges: Sequence[range]) -> list[tuple[int, tuple[bool, Any]]]:
+    """The groups of a reply and their answers, their rows copied into ``buffers`` (observations: into their target
+    slots); ``ranges``: every group's env ids."""
+    (count,) = _COUNT.unpack_from(message)
+    groups = np.frombuffer(message, np.int32, count, _COUNT.size).tolist()
+    offset = _COUNT.size * 2 + 4 * count
+    (size,) = _COUNT.unpack_from(message, offset - _COUNT.size)
+    answers = pickle.loads(message[offset : offset + size]) if size else [_worker.OK] * count
+    data = memoryview(message)[offset + size :]
+    mine = [ranges[g] for g in groups]
     if buffers.slots_on[0]:  # observations go to their target slots: through a staging copy of slot 0's layout
-        span = np.concatenate([np.arange(r.start, r.stop) for r in ranges])
+        span = np.concatenate([np.arange(r.start, r.stop) for r in mine])
         obs = np.empty((len(span), *buffers.obs.shape[1:]), buffers.obs.dtype)
         data = _unpack(data, [obs], [range(len(span))])
         buffers.obs[buffers.target_rows(span)] = obs
         buffers.settle(span)
-        _unpack(data, step_arrays(buffers, None), ranges)
+        _unpack(data, step_arrays(buffers, None), mine)
     else:
-        _unpack(data, step_arrays(buffers, buffers.obs[: buffers.spec.num_envs]), ranges)
-    return [_worker.decode(a) for a in answers]
+        _unpack(data, step_arrays(buffers, buffers.obs[: buffers.spec.num_envs]), mine)
+    return [(g, _worker.decode(a)) for g, a in zip(groups, answers)]
 
 
 def step_arrays(buffers: Buffers, obs: np.ndarray | None) -> list[np.ndarray]:

@@ -9,8 +9,8 @@
   actor listens on its node's address; the vector env connects to it (``multiprocessing.connection``, with a key
   it sent through Ray) and sends one message per node per batch: that node's commands and actions; one reply per
   message brings each group's answer and its rows of every per-step array, copied into this process's buffers.
-* First-N-of-M batches take the first messages answered, whole (a node answers the groups of one message
-  together): across nodes, the slow node does not hold back the others.
+* First-N-of-M batches take the first groups answered, on any node: in asynchronous mode a node sends each answer
+  back as soon as it has it (in synchronous mode, one reply per message).
 * Ray is joined at ``address`` (or ``RAY_ADDRESS``, or an already initialized Ray); otherwise a local Ray is started
   with the machine's cores and shut down when the last vector env that started it closes. ``close()`` ends the
   actors it created (their pools first) and leaves a cluster it joined running.
@@ -25,7 +25,6 @@ from __future__ import annotations
 import os
 import socket
 import time
-from collections import deque
 from contextlib import contextmanager
 from multiprocessing.connection import Connection, answer_challenge, deliver_challenge, wait
 from typing import Any, Iterator, Sequence
@@ -131,7 +130,7 @@ class _Node:
         self.where = ""  # its node's address and the actor's pid, for errors
         self.node_id = ""  # the Ray node it runs on
         self.pid = 0  # the actor's process
-        self.pending: deque[list[int]] = deque()  # the groups of each message sent and not yet answered
+        self.owed: set[int] = set()  # its groups sent a command and not answered yet
 
 
 class RayTransport(Transport):
@@ -230,7 +229,7 @@ class RayTransport(Transport):
         return self.buffers.actions[ids.start : ids.stop]
 
     def _send(self, node: _Node, message: bytes, groups: list[int]) -> None:
-        node.pending.append(groups)
+        node.owed.update(groups)
         try:
             node.conn.send_bytes(message)
         except OSError:  # the actor is gone: these groups (and any it owed) get the error naming its envs
@@ -241,7 +240,7 @@ class RayTransport(Transport):
         for group in groups:
             while group not in self._answers:
                 node = self._node_of[group]
-                if not any(group in message for message in node.pending):
+                if group not in node.owed:
                     raise RuntimeError(f"gather: group {group} was sent no command to answer")
                 if not self._wait([node], deadline):
                     raise timed_out(timeout)
@@ -251,7 +250,7 @@ class RayTransport(Transport):
         deadline = None if timeout is None else time.monotonic() + timeout
         self._read_available()
         while len(self._answers) < count:
-            owing = [n for n in self._nodes if n.pending]
+            owing = [n for n in self._nodes if n.owed]
             if not owing:
                 raise RuntimeError(f"gather_any: {count} answers wanted, {len(self._answers)} can come")
             if not self._wait(owing, deadline):
@@ -260,7 +259,7 @@ class RayTransport(Transport):
 
     def _read_available(self) -> None:
         for node in self._nodes:
-            while node.pending and node.conn.poll(0):
+            while node.owed and node.conn.poll(0):
                 self._read(node)
 
     def _wait(self, owing: list[_Node], deadline: float | None) -> bool:
@@ -283,22 +282,23 @@ class RayTransport(Transport):
                 return False
 
     def _read(self, node: _Node) -> None:
-        """Read ``node``'s reply to its oldest message: the answers, and the rows copied into the buffers."""
+        """Read ``node``'s next reply: its answers, and its rows copied into the buffers."""
         try:
             message = node.conn.recv_bytes()
         except (EOFError, OSError):
             self._fail(node)
             return
-        groups = node.pending.popleft()
-        answers = read_reply(message, len(groups), self.buffers, [self.groups[g] for g in groups])
-        self._answers.update(zip(groups, answers))
+        for group, answer in read_reply(message, self.buffers, self.groups):
+            if group in node.owed:  # (an answer for a group already failed, when a worker died, is dropped)
+                node.owed.discard(group)
+                self._answers[group] = answer
 
     def _fail(self, node: _Node) -> None:
         """``node``'s actor died: every group it owes an answer gets the error naming its envs."""
         error = self._died(node)
-        while node.pending:
-            for group in node.pending.popleft():
-                self._answers[group] = (False, error)
+        for group in sorted(node.owed):
+            self._answers[group] = (False, error)
+        node.owed.clear()
 
     def _died(self, node: _Node) -> WorkerDiedError:
         cause = "its connection closed"

@@ -1,6 +1,6 @@
 """The cost of Ray against multiprocessing, and of a sweep spread over a (simulated) Ray cluster, in one run.
 
-    python benchmarks/bench_ray.py [--seconds 3] [--rounds 2] [--sweep-steps 400]
+    python benchmarks/bench_ray.py [--seconds 3] [--rounds 2] [--sweep-steps 1000]
 
 1. One machine: the same vector env, the same workers (one per core), random actions; steps/s of each backend (best
    of ``--rounds``) and the ratio ray / multiprocessing, for an Atari workload (Breakout x 16, 84x84 gray, stack 4,
@@ -95,7 +95,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--sweep-steps", type=int, default=400)
+    parser.add_argument("--sweep-steps", type=int, default=1000)
     parser.add_argument("--sweep-only", action="store_true", help="only part 2")
     args = parser.parse_args()
     os.environ.pop("RAY_ADDRESS", None)

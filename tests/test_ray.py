@@ -241,6 +241,32 @@ def test_a_simulated_two_node_cluster_spreads_work_and_names_a_lost_nodes_envs()
     assert re.search(r"died: Ray actor 1 \(on [0-9.]+, pid \d+, hosting envs 2\.\.3\) died", run.stdout), run.stdout
 
 
+@pytest.mark.filterwarnings("ignore:`torch.jit.:DeprecationWarning")  # TorchScript is deprecated in torch 2.13
+def test_a_ray_sweep_takes_its_policy_file_to_the_nodes_and_writes_episodes_as_they_come(tmp_path):
+    torch = pytest.importorskip("torch")
+    from shoal.bench import read_episodes
+
+    class Brightest(torch.nn.Module):  # the action follows the screen: a policy that is not random
+        def forward(self, obs: torch.Tensor) -> torch.Tensor:
+            return obs[:, -1].float().mean(dim=(1, 2))[:, None] * torch.arange(18.0) % 7
+
+    path = tmp_path / "policy.pt"
+    torch.jit.save(torch.jit.script(Brightest()), str(path))
+    kwargs = dict(seeds=2, steps=50, policy=path)
+    local = sweep(["pong", "breakout"], backend="serial", **kwargs)
+    on_ray = sweep(["pong", "breakout"], backend="ray", out=tmp_path / "run", **kwargs)
+    assert on_ray.episodes == local.episodes
+    assert sorted(read_episodes(tmp_path / "run" / "episodes.csv"), key=str) == sorted(on_ray.episodes, key=str)
+
+    class TooFew(torch.nn.Module):
+        def forward(self, obs: torch.Tensor) -> torch.Tensor:
+            return torch.zeros(obs.shape[0], 4)
+
+    torch.jit.save(torch.jit.script(TooFew()), str(tmp_path / "few.pt"))
+    with pytest.raises(ConfigError, match=r"expected \(\d, k\) with k >= 6"):  # raised on a node, as locally
+        sweep(["breakout", "pong"], seeds=1, steps=5, policy=tmp_path / "few.pt", backend="ray")
+
+
 def test_joining_a_cluster_by_ray_address_leaves_it_running(tmp_path):
     import socket
     import tempfile

@@ -58,7 +58,7 @@ def cluster_sweep(steps: int) -> None:
     from ray.cluster_utils import Cluster
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    from shoal.bench.ray_sweep import _node_events, run_on_nodes
+    from shoal.bench.ray_sweep import node_events, run_on_nodes
 
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
     cluster.add_node(num_cpus=1)
@@ -74,7 +74,7 @@ def cluster_sweep(steps: int) -> None:
                 together = sum(event[1].values()) / event[2]
         alone = 0.0
         start = 0
-        task = ray.remote(_node_events)
+        task = ray.remote(node_events)
         for node, count in ran.items():  # each node's share again, on that node alone
             share = pairs[start : start + count]
             start += count

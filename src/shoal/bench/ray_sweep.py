@@ -39,7 +39,7 @@ def run_on_nodes(
         cpus = [c for _, c in where]
         counts = shares(len(pairs), cpus)
         workers = shares(max(num_workers, len(where)), cpus) if num_workers else cpus
-        task = ray.remote(_node_events)
+        task = ray.remote(node_events)
         live, done = [], {}
         start = 0
         for (node_id, _), count, node_workers in zip(where, counts, workers):
@@ -76,7 +76,7 @@ def run_on_nodes(
         yield ("end", steps, stepping)
 
 
-def _node_events(
+def node_events(
     pairs: list[tuple[str, int]],
     unit: str,
     amount: int,

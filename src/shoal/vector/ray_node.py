@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import pickle
 import struct
+from multiprocessing import AuthenticationError
 from multiprocessing.connection import Connection, Listener
 from typing import Any, Sequence
 
@@ -81,7 +82,12 @@ class NodeHost:
 
     def serve(self) -> None:
         """Answer the vector env's messages until it sends :data:`CLOSE` or goes away; then close the pool."""
-        conn = self.listener.accept()
+        while True:  # the vector env, not whatever else reached the port first (it fails the key's challenge)
+            try:
+                conn = self.listener.accept()
+                break
+            except (AuthenticationError, EOFError, OSError):
+                continue
         self.listener.close()
         try:
             if self.local is not None:

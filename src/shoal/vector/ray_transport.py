@@ -366,6 +366,9 @@ def dial(address: tuple[str, int], authkey: bytes, index: int) -> Connection:
         ) from exc
     sock.settimeout(None)
     conn = Connection(sock.detach())
+    if not conn.poll(_START_S):  # the actor accepts (and sends its challenge) once serve() runs
+        conn.close()
+        raise WorkerDiedError(f"Ray actor {index} at {address[0]}:{address[1]} did not answer within {_START_S:.0f} s")
     answer_challenge(conn, authkey)
     deliver_challenge(conn, authkey)
     return conn

@@ -150,6 +150,45 @@ def test_a_node_address_that_cannot_be_reached_says_where_to_run():
         dial(("127.0.0.1", port), b"key", 3)
 
 
+def test_a_node_actor_serves_the_vector_env_after_a_stranger_failed_its_challenge():
+    import socket
+
+    import cloudpickle
+    import gymnasium as gym
+    from gymnasium.vector import AutoresetMode
+
+    from shoal.spaces import Layout
+    from shoal.vector.buffers import BufferSpec
+    from shoal.vector.engine import Command, Op
+    from shoal.vector.gym_engine import GymEngineFactory
+    from shoal.vector.ray_node import CLOSE, NodeHost, command_request, read_reply
+    from shoal.vector.ray_transport import dial
+
+    probe = gym.make("CartPole-v1")
+    factory = GymEngineFactory([functools.partial(gym.make, "CartPole-v1")] * 2, probe.observation_space,
+                               probe.action_space)
+    spec = BufferSpec(2, Layout(probe.observation_space), Layout(probe.action_space))
+    key = b"k" * 32
+    host = ray.remote(NodeHost).options(num_cpus=0, max_concurrency=2).remote(
+        cloudpickle.dumps(factory), [range(0, 2)], [[0]], 0, spec, AutoresetMode.NEXT_STEP, key)
+    try:
+        status, address, _, _ = ray.get(host.ready.remote(), timeout=60)
+        serving = host.serve.remote()
+        with socket.create_connection(address) as stranger:  # first in line, with the wrong answer
+            stranger.recv(64)
+            stranger.sendall(b"\x00\x00\x00\x04junk")
+        conn = dial(address, key, 0)
+        conn.send_bytes(command_request({0: Command(Op.RESET, np.arange(2), ([1, 2], None))}, [None]))
+        buffers = spec.allocate()
+        [(group, (ok, _))] = read_reply(conn.recv_bytes(), buffers, [range(0, 2)])
+        expected = [gym.make("CartPole-v1").reset(seed=s)[0] for s in (1, 2)]
+        assert group == 0 and ok and np.array_equal(buffers.obs[:2], np.stack(expected))
+        conn.send_bytes(CLOSE)
+        ray.get(serving, timeout=30)
+    finally:
+        ray.kill(host)
+
+
 def test_a_simulated_two_node_cluster_spreads_work_and_names_a_lost_nodes_envs():
     """Two raylets on this machine (Ray's own cluster utilities), one CPU each: a vector env and a sweep use both
     nodes and equal the serial backend / a local sweep; a node killed mid-run is an error naming its envs; close()

@@ -23,10 +23,11 @@ from shoal.bench.throughput import interleaved
 from shoal.sanity import NAMES
 
 
-def measure(envs, seconds: float, windows: int = 4) -> float:
-    """Steps/s over the best of ``windows`` windows after one warm-up window, with pre-drawn random actions."""
+def measure(envs, seconds: float, windows: int = 4, agents: int = 1) -> float:
+    """Steps/s (agent-steps/s: rows, or ``agents`` per env of a joint multi-agent env) over the best of ``windows``
+    windows after one warm-up window, with pre-drawn random actions."""
     envs.reset(seed=0)
-    n = envs.num_envs
+    n = envs.num_envs * agents
     space = envs.action_space
     space.seed(0)
     actions = [space.sample() for _ in range(16)]
@@ -45,18 +46,22 @@ def measure(envs, seconds: float, windows: int = 4) -> float:
 
 
 def configs(name: str, instances: int, single: int):
+    """(label, build, agents per env of the built vector env's steps). Multiagent's batch-native env has a row per
+    agent (``instances`` rows: half as many envs); its Gymnasium env holds both agents, so its steps count twice."""
     env_id = f"shoal/{name}-v0"
-    yield "batch serial", lambda: shoal.make(env_id, instances, backend="serial")
-    yield "batch mp x2", lambda: shoal.make(env_id, instances, num_workers=2, inline=False)
-    yield "batch mp x2 inline", lambda: shoal.make(env_id, instances, num_workers=2)
+    agents = 2 if name == "Multiagent" else 1
+    envs = instances // agents
+    yield "batch serial", lambda: shoal.make(env_id, envs, backend="serial"), 1
+    yield "batch mp x2", lambda: shoal.make(env_id, envs, num_workers=2, inline=False), 1
+    yield "batch mp x2 inline", lambda: shoal.make(env_id, envs, num_workers=2), 1
     fns = [lambda: gym.make(env_id)] * single
-    yield "gymnasium Sync", lambda: gym.vector.SyncVectorEnv(fns)
-    yield "shoal per-instance", lambda: shoal.make(fns, backend="serial")
+    yield "gymnasium Sync", lambda: gym.vector.SyncVectorEnv(fns), agents
+    yield "shoal per-instance", lambda: shoal.make(fns, backend="serial"), agents
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--instances", type=int, default=4096)
+    parser.add_argument("--instances", type=int, default=4096, help="instances (rows: Multiagent's are agents)")
     parser.add_argument("--single-instances", type=int, default=64)
     parser.add_argument("--seconds", type=float, default=1.0)
     parser.add_argument("--rounds", type=int, default=3)
@@ -67,8 +72,8 @@ def main() -> None:
     print(f"{'env':11s} {'config':20s} {'steps/s (best of ' + str(args.rounds) + ')':>22s}")
     summary = []
     for name in args.envs:
-        runs = {config: (lambda build=build: measure(build(), args.seconds))
-                for config, build in configs(name, args.instances, args.single_instances)}
+        runs = {config: (lambda build=build, agents=agents: measure(build(), args.seconds, agents=agents))
+                for config, build, agents in configs(name, args.instances, args.single_instances)}
         rates = interleaved(runs, args.rounds)
         for config, sps in rates.items():
             print(f"{name:11s} {config:20s} {sps:22,.0f}", flush=True)

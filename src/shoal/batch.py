@@ -84,6 +84,11 @@ class BatchEnv(ABC):
     single_observation_space: ClassVar[spaces.Space] | spaces.Space
     single_action_space: ClassVar[spaces.Space] | spaces.Space
     metadata: ClassVar[dict[str, Any]] = {}
+    possible_agents: ClassVar[tuple[str, ...]] = ()
+    """A multi-agent env names its agents here. Each env is then ``A = len(possible_agents)`` consecutive
+    instances, one per agent (instance ``i`` is agent ``possible_agents[i % A]`` of env ``i // A``), which share
+    the spaces above, start and end their episodes together (checked), and get their env's seed; :func:`shoal.make`
+    returns a :class:`~shoal.multiagent.MultiAgentVectorEnv` over them (agents as rows, every agent always live)."""
 
     def __init__(self, num_envs: int) -> None:
         self.num_envs = num_envs
@@ -196,6 +201,7 @@ class BatchEngineFactory:
 
     cls: type[BatchEnv]
     kwargs: dict[str, Any] = field(default_factory=dict)
+    rows: Any = None  # a multi-agent env's AgentRows (shoal.multiagent.rows): MultiAgentVectorEnv reads them
 
     def __call__(self, env_ids: range, buffers: Buffers, autoreset_mode: AutoresetMode) -> BatchEngine:
         return BatchEngine(self, env_ids, buffers, autoreset_mode)
@@ -215,6 +221,12 @@ class BatchEngine(Engine):
         self._action = buffers.spec.action
         self._name = factory.cls.__name__
         self._checked = {"reset": False, "step": False}  # seed 004's "shape checks on the first batch"
+        self._agents = len(factory.cls.possible_agents) or 1
+        if self._agents > 1:  # the infos of agents as rows; every agent of a batch-native env is always live
+            mine = slice(env_ids.start, env_ids.stop)
+            buffers.extras["env_index"][mine] = np.arange(env_ids.start, env_ids.stop) // self._agents
+            buffers.extras["agent_index"][mine] = np.arange(env_ids.start, env_ids.stop) % self._agents
+            buffers.extras["agent_mask"][mine] = True
 
     def _rows(self, ids: np.ndarray) -> tuple[slice | None, slice | None]:
         """Slices of the env rows and obs rows of ``ids`` when both are runs (the arrays are then views)."""
@@ -247,6 +259,8 @@ class BatchEngine(Engine):
         if not self._checked[what]:
             self._check(ids, what, out)
             self._checked[what] = True
+        if self._agents > 1 and what == "step":
+            self._check_together(ids, out)
         infos = self.env.infos(local)
         if not infos:
             return []  # no infos: nothing per env
@@ -271,6 +285,19 @@ class BatchEngine(Engine):
         if what == "step" and not np.all(np.isfinite(out.rewards)):
             bad = int(ids[np.flatnonzero(~np.isfinite(out.rewards))[0]])
             raise EnvOutputError(f"batch-native env {self._name} wrote a non-finite reward for env {bad}", env_id=bad)
+
+    def _check_together(self, ids: np.ndarray, out: Outputs) -> None:
+        """The agents of each env (``A`` consecutive rows of ``ids``, which are whole envs) ended together."""
+        ended = (out.terminations | out.truncations).reshape(-1, self._agents)
+        apart = np.flatnonzero(ended.any(axis=1) & ~ended.all(axis=1))
+        if len(apart):
+            rows = ids.reshape(-1, self._agents)[apart[0]]
+            env = int(rows[0]) // self._agents
+            raise EnvOutputError(
+                f"batch-native env {self._name}: the agents of env {env} (rows {int(rows[0])}..{int(rows[-1])}) ended "
+                f"their episode apart ({ended[apart[0]].tolist()}); a multi-agent batch-native env's agents end "
+                f"together", env_id=env,
+            )
 
     def _reset_envs(self, ids: np.ndarray, seeds: Sequence[int | None], options: dict | None) -> list[dict]:
         if options:

@@ -122,12 +122,20 @@ def build_batch(cls: type[BatchEnv], kwargs: dict[str, Any], num_envs: int | Non
     """The vector env of :func:`make` over a batch-native env class: one instance of ``cls`` per group of envs."""
     if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
         raise ConfigError(f"num_envs must be a positive integer, got {num_envs!r}")
-    probe = cls(num_envs=1, **kwargs)
+    probe = cls(num_envs=max(1, len(cls.possible_agents)), **kwargs)
     try:
         single_obs, single_act = check_spaces(cls, probe)
         metadata = dict(getattr(probe, "metadata", {}) or {})
     finally:
         probe.close()
+    if cls.possible_agents:  # agents as rows: num_envs counts envs, each of len(possible_agents) rows
+        from shoal.multiagent.rows import AgentRows
+        from shoal.multiagent.vector import MultiAgentVectorEnv
+
+        a = len(cls.possible_agents)
+        rows = AgentRows(tuple(cls.possible_agents), (single_obs,) * a, (single_act,) * a, single_obs, single_act,
+                         False)
+        return MultiAgentVectorEnv(BatchEngineFactory(cls, kwargs, rows), num_envs, metadata=metadata, **options)
     return VectorEnv(
         BatchEngineFactory(cls, kwargs),
         num_envs=num_envs,

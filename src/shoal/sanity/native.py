@@ -159,21 +159,21 @@ class Memory(BatchEnv):
 
 
 class Multiagent(BatchEnv):
-    """Two agents in one step: agent 0 must play 0 and agent 1 must play 1 (0.5 each). Until shoal has
-    multi-agent envs (agents as rows), the two agents are one ``MultiDiscrete([2, 2])`` action; each agent's
-    observation is its index."""
+    """Two agents, one row each: each sees which agent it is (one-hot) and scores 1 for playing its own index
+    (agent 0 plays 0, agent 1 plays 1); every episode is one step."""
 
+    possible_agents = ("agent_0", "agent_1")
     single_observation_space = spaces.Box(0, 1, (2,), np.float32)
-    single_action_space = spaces.MultiDiscrete([2, 2])
+    single_action_space = spaces.Discrete(2)
 
     def reset(self, ids: np.ndarray, seeds: Sequence[int | None], out: Outputs) -> None:
-        out.obs[:] = (0.0, 1.0)
+        out.obs[:] = np.eye(2, dtype=np.float32)[ids % 2]
 
     def step(self, ids: np.ndarray, actions: Any, out: Outputs) -> None:
-        a = np.asarray(actions)
-        out.rewards[:] = 0.5 * (a[:, 0] == 0) + 0.5 * (a[:, 1] == 1)
+        agent = ids % 2
+        out.rewards[:] = np.asarray(actions) == agent
         out.terminations[:] = True
-        out.obs[:] = (0.0, 1.0)
+        out.obs[:] = np.eye(2, dtype=np.float32)[agent]
 
 
 class Spaces(BatchEnv):

@@ -143,17 +143,21 @@ class Memory(_Single):
 
 
 class Multiagent(_Single):
+    """Both agents in one Gymnasium env, for single-agent code: the observation holds their rows (``(2, 2)``, agent
+    ``k``'s one-hot in row ``k``), the action is theirs (``MultiDiscrete([2, 2])``) and the reward is the mean of
+    theirs. The multi-agent twin is :class:`shoal.sanity.parallel.MultiagentParallel`."""
+
     def __init__(self) -> None:
         super().__init__()
-        self.observation_space = spaces.Box(0, 1, (2,), np.float32)
+        self.observation_space = spaces.Box(0, 1, (2, 2), np.float32)
         self.action_space = spaces.MultiDiscrete([2, 2])
 
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[np.ndarray, dict]:
-        return np.array([0.0, 1.0], np.float32), {}
+        return np.eye(2, dtype=np.float32), {}
 
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict]:
         reward = 0.5 * (int(action[0]) == 0) + 0.5 * (int(action[1]) == 1)
-        return np.array([0.0, 1.0], np.float32), reward, True, False, {}
+        return np.eye(2, dtype=np.float32), reward, True, False, {}
 
 
 class Spaces(_Single):

@@ -56,6 +56,27 @@ def rollout(envs, actions_of, steps, seed, gamma=None):
     return out
 
 
+def own_trajectories(envs, action_of, seed, calls):
+    """Step an asynchronous vector env ``calls`` times, each env of a batch with ``action_of(env, its own step
+    count)``; per env, ``(observation, reward, terminated)`` after each of its own steps (a dict of lists), to
+    compare with the same envs stepped synchronously."""
+    from collections import defaultdict
+
+    _, info = envs.reset(seed=seed)
+    ids = info["env_id"]
+    t_of, got = defaultdict(int), defaultdict(list)
+    for _ in range(calls):
+        envs.send(np.array([action_of(i, t_of[i]) for i in ids]))
+        for i in ids:
+            t_of[i] += 1
+        obs, rew, term, _, info = envs.recv()
+        ids = info["env_id"]
+        for row, i in enumerate(ids):
+            if len(got[i]) < t_of[i]:
+                got[i].append((obs[row].tolist(), rew[row], term[row]))
+    return got
+
+
 def run_without(module, code, timeout=60):
     """Run ``code`` in a fresh Python where importing ``module`` (or a submodule) fails as if it were not installed."""
     hide = textwrap.dedent(

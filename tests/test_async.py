@@ -9,7 +9,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 from fakes import SlowEnv, SpaceEnv
-from helpers import assert_same
+from helpers import assert_same, own_trajectories
 
 import shoal
 from shoal.errors import ConfigError, ResetArgumentError, SpaceMismatchError
@@ -57,20 +57,8 @@ def test_async_batches_follow_each_envs_own_trajectory(backend, workers, batch):
         envs.send(np.zeros(batch, np.int64))
         _, rewards, _, _, info = envs.recv()
         assert rewards.tolist() == [0.0] * batch  # stale rewards would be 4.0, from the step before the reset
-        obs, info = envs.reset(seed=3)
-        ids = info["env_id"]
-        t_of = defaultdict(int)
-        got = defaultdict(list)
-        for _ in range(steps * N // batch + N):
-            envs.send(np.array([_action(i, t_of[i]) for i in ids]))
-            for i in ids:
-                t_of[i] += 1
-            obs, rew, term, trunc, info = envs.recv()
-            ids = info["env_id"]
-            for row, i in enumerate(ids):
-                if len(got[i]) < t_of[i]:
-                    got[i].append((obs[row].tolist(), rew[row], term[row]))
-    assert all(t_of[i] > 0 for i in range(N)), f"some env never stepped: {dict(t_of)}"
+        got = own_trajectories(envs, _action, 3, steps * N // batch + N)
+    assert all(got[i] for i in range(N)), f"some env never stepped: {sorted(got)}"
     for i in range(N):
         k = min(len(got[i]), steps)
         assert k >= 3, f"env {i} made too little progress ({k} steps)"

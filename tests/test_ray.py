@@ -10,6 +10,7 @@ import re
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -195,8 +196,10 @@ def test_a_simulated_two_node_cluster_spreads_work_and_names_a_lost_nodes_envs()
     leaves the cluster running. In a fresh interpreter: it joins its own cluster, not the session's Ray."""
     script = textwrap.dedent(
         """
-        import collections, time
+        import collections, sys, time
+        sys.path.insert(0, TESTS)
         import numpy as np, ray, shoal
+        from helpers import own_trajectories
         from ray.cluster_utils import Cluster
         from shoal.bench import sweep
         from shoal.bench.ray_sweep import run_on_nodes
@@ -224,18 +227,7 @@ def test_a_simulated_two_node_cluster_spreads_work_and_names_a_lost_nodes_envs()
         print("sync equal on both nodes")
 
         with shoal.make("CartPole-v1", 4, backend="ray", batch_size=2) as envs:  # first 2 of 4, across nodes
-            obs, info = envs.reset(seed=5)
-            t_of, got = collections.defaultdict(int), collections.defaultdict(list)
-            ids = info["env_id"]
-            for _ in range(100):
-                envs.send(np.array([act(i, t_of[i]) for i in ids]))
-                for i in ids:
-                    t_of[i] += 1
-                obs, rew, term, _, info = envs.recv()
-                ids = info["env_id"]
-                for row, i in enumerate(ids):
-                    if len(got[i]) < t_of[i]:
-                        got[i].append((obs[row].tolist(), rew[row], term[row]))
+            got = own_trajectories(envs, act, 5, 100)
             for i in range(4):
                 k = min(len(got[i]), 80)
                 assert k >= 10 and got[i][:k] == expected[i][:k], (i, k)
@@ -272,6 +264,7 @@ def test_a_simulated_two_node_cluster_spreads_work_and_names_a_lost_nodes_envs()
         """
     )
     env = {k: v for k, v in __import__("os").environ.items() if k != "RAY_ADDRESS"}
+    script = script.replace("TESTS", repr(str(Path(__file__).parent)))
     run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=400, env=env)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-4000:]
     for line in ("sync equal on both nodes", "async equal across nodes", "sweep equal, on both nodes",

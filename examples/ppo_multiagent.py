@@ -9,8 +9,8 @@ the losses, so the same file trains on envs whose agents leave and join. The sha
 each row's agent. Prints the mean episode return (summed over an episode, averaged over agents) after each update;
 ``--plot`` draws the curve.
 
-Status: with one agent (``--agents 1``) it learns. With two or three agents the return has not improved in any run
-so far (see the README); the cause is not found yet.
+Status: it learns, slowly: with three agents the mean episode return rises from -26.4 (random play: -26.1) to about
+-21.7 in 2 M agent steps, where a scripted policy that sends agent k to landmark k scores -14.9 (see the README).
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ class Args:
     """simple_spread's agents (and landmarks)"""
     local_ratio: float = 0.5
     """simple_spread's weight of each agent's own collisions against the shared reward (landmarks covered)"""
-    lr: float = 3e-3
+    lr: float = 7e-4
     gamma: float = 0.99
     gae_lambda: float = 0.95
     epochs: int = 4
@@ -62,14 +62,20 @@ def make_env(agents: int, max_cycles: int, local_ratio: float) -> Any:
 
 
 class Agent(nn.Module):
+    """An actor and a critic of their own, as cleanrl's PPO for vector observations has them: a shared torso is
+    pulled by the critic's regression onto returns of ~-25 and the policy degrades (it did here, from -26 to -32)."""
+
     def __init__(self, inputs: int, actions: int, hidden: int) -> None:
         super().__init__()
-        self.torso = nn.Sequential(nn.Linear(inputs, hidden), nn.Tanh(), nn.Linear(hidden, hidden), nn.Tanh())
-        self.policy, self.value = nn.Linear(hidden, actions), nn.Linear(hidden, 1)
+
+        def mlp(outputs: int) -> nn.Sequential:
+            return nn.Sequential(nn.Linear(inputs, hidden), nn.Tanh(), nn.Linear(hidden, hidden), nn.Tanh(),
+                                 nn.Linear(hidden, outputs))
+
+        self.policy, self.value = mlp(actions), mlp(1)
 
     def forward(self, x: torch.Tensor) -> tuple[Categorical, torch.Tensor]:
-        hidden = self.torso(x)
-        return Categorical(logits=self.policy(hidden)), self.value(hidden).squeeze(-1)
+        return Categorical(logits=self.policy(x)), self.value(x).squeeze(-1)
 
 
 def train(**overrides: Any) -> tuple[Agent, list[tuple[int, float]]]:

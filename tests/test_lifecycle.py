@@ -114,9 +114,10 @@ def test_interpreter_exits_with_envs_left_open():
 
 
 @pytest.mark.parametrize("batch_size", [None, 2], ids=["sync", "async"])
-def test_step_reset_call_timeouts_keep_the_env_usable(batch_size):
+@pytest.mark.parametrize("backend", ["multiprocessing", pytest.param("ray", marks=pytest.mark.ray)])
+def test_step_reset_call_timeouts_keep_the_env_usable(batch_size, backend):
     fn = functools.partial(SlowEnv, 0.15, reset_delay=0.3)
-    with shoal.make(fn, 4, num_workers=2, batch_size=batch_size, inline=False) as envs, shoal.make(
+    with shoal.make(fn, 4, num_workers=2, batch_size=batch_size, inline=False, backend=backend) as envs, shoal.make(
         fn, 4, backend="serial"
     ) as ref:
         envs.reset_async(seed=1)

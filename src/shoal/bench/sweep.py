@@ -109,7 +109,8 @@ def sweep(
         out: a folder for ``episodes.csv`` (appended as pairs finish), ``summary.csv``/``summary.json`` and
             ``sweep.json`` (the settings, checked on resume).
         resume: skip the pairs ``out/episodes.csv`` already holds.
-        backend, num_workers: shoal's.
+        backend, num_workers: shoal's. With ``"ray"`` each node of the cluster runs its share of the pairs in a
+            vector env of its own (:mod:`shoal.bench.ray_sweep`); ``num_workers`` is then the total, shared by nodes.
         progress: see :data:`Progress`.
         atari: further :class:`~shoal.AtariVectorEnv` keywords (``repeat_action_probability``, ``noop_max``, ...).
     """

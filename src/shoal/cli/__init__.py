@@ -139,9 +139,12 @@ def parser() -> argparse.ArgumentParser:
     sweep.add_argument("--resume", action="store_true", help="skip the game/seed pairs --out already holds")
     sweep.add_argument(
         "--backend", default="multiprocessing", choices=["multiprocessing", "serial", "ray"],
-        help="where the envs step (default: multiprocessing; ray joins RAY_ADDRESS or starts a local Ray)",
+        help="where the envs step (default: multiprocessing; ray: each node of RAY_ADDRESS's cluster, or of a new "
+        "local Ray, runs its share of the pairs on a local pool)",
     )
-    sweep.add_argument("--workers", type=_positive(int), help="worker processes (default: one per core)")
+    sweep.add_argument(
+        "--workers", type=_positive(int), help="worker processes (default: one per core; ray: in all, shared by nodes)"
+    )
     sweep.add_argument("--sticky", type=float, default=0.0, help="repeat_action_probability (default: 0)")
 
     sanity = command("sanity", "Train an agent on each sanity env; compare the return it reaches with optimal and random.")

@@ -103,6 +103,9 @@ def test_call_get_attr_set_attr(backend):
             assert e.get_attr("tag") == ("same",) * 4
             assert e.call("scaled", 2) == tuple(2 * t for t in e.get_attr("t"))
             assert e.call("max_steps") == (12,) * 4
+            offset = 100  # a closure, run where each env lives: it crosses to the workers by cloudpickle
+            assert e.call_envs([3, 0], lambda env, k: env.t * k + offset, 2) == [e.get_attr("t")[i] * 2 + 100
+                                                                                  for i in (3, 0)]
             e.step(np.zeros(e.batch_size, np.int64))  # the batch in flight survived the calls
         with pytest.raises(ConfigError, match=r"one value per env \(4\), got 2"):
             envs.set_attr("tag", ["x", "y"])

@@ -26,7 +26,7 @@ from shoal.errors import WaitTimeoutError
 from shoal.vector import _worker
 from shoal.vector.buffers import Buffers, BufferSpec
 from shoal.vector.engine import Command
-from shoal.vector.transport import Transport
+from shoal.vector.transport import Transport, pickled
 
 POLL_S = 0.001
 """How often an actor serving asynchronous batches looks for the next message while it waits for its workers."""
@@ -154,8 +154,9 @@ def step_request(groups: Sequence[int], actions: np.ndarray, ranges: Sequence[ra
 
 
 def command_request(commands: dict[int, Command], actions: list[np.ndarray | None]) -> bytes:
-    """Commands of several groups, with their rows of the actions where the command is a step (else None)."""
-    return b"P" + pickle.dumps((commands, list(commands), actions), protocol=pickle.HIGHEST_PROTOCOL)
+    """Commands of several groups, with their rows of the actions where the command is a step (else None); pickled,
+    or cloudpickled where a command carries a function (``call`` of a lambda)."""
+    return b"P" + pickled((commands, list(commands), actions), "the commands")
 
 
 def read_request(message: bytes, actions: np.ndarray, ranges: dict[int, range]) -> tuple[list[int], Any]:

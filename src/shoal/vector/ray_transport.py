@@ -121,10 +121,10 @@ def shares(workers: int, cpus: Sequence[int]) -> list[int]:
 
 
 class _Node:
-    """The vector env's side of one node: its actor, connection, hosts and the messages it has yet to answer."""
+    """The vector env's side of one node: its actor, connection, groups and the answers it owes."""
 
-    def __init__(self, index: int, actor: Any, hosts: list[int], groups: list[int], ids: range) -> None:
-        self.index, self.actor, self.hosts, self.groups, self.ids = index, actor, hosts, groups, ids
+    def __init__(self, index: int, actor: Any, groups: list[int], ids: range) -> None:
+        self.index, self.actor, self.groups, self.ids = index, actor, groups, ids
         self.conn: Connection | None = None
         self.serving: Any = None  # the ref of its serve() call: it ends when the actor does
         self.where = ""  # its node's address and the actor's pid, for errors
@@ -185,7 +185,7 @@ class RayTransport(Transport):
                 scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
             ).remote(factory_bytes, [self.groups[g] for g in groups], local_hosts, groups[0], spec,
                      autoreset_mode, key)
-            node = _Node(len(self._nodes), actor, hosts, groups, self._span(groups))
+            node = _Node(len(self._nodes), actor, groups, self._span(groups))
             self._nodes.append(node)
             self._node_of.update((g, node) for g in groups)
         replies = self._get([n.actor.ready.remote() for n in self._nodes], self._nodes, _START_S)

@@ -76,9 +76,11 @@ def make(
             callables (``num_envs`` is then their count).
         num_envs: how many envs.
         backend: ``"serial"`` (in this process), ``"multiprocessing"`` (worker processes, shared memory) or
-            ``"ray"`` (Ray actors, on one machine or a cluster; ``pip install "shoal[ray]"``).
-        num_workers: how many workers step envs in parallel (processes or actors); default: one per core. Envs
-            are split evenly into consecutive shares, several envs per worker.
+            ``"ray"`` (a Ray actor per node, each running its node's workers; one machine or a cluster;
+            ``pip install "shoal[ray]"``).
+        num_workers: how many workers step envs in parallel (processes); default: one per core (Ray: one per CPU
+            of the cluster, shared among its nodes). Envs are split evenly into consecutive shares, several envs
+            per worker.
         batch_size: with ``batch_size < num_envs``, ``recv()`` returns the first ``batch_size`` envs to finish
             (``info["env_id"]`` names them) and ``send()`` takes their actions in that order; ``num_envs`` must then
             be divisible by ``num_workers``. Each worker's share is cut into groups that divide the batch (at

@@ -190,8 +190,9 @@ def _run(
 ) -> tuple[list[Episode], dict[str, int], float]:
     """Run ``pairs``: their episodes, agent steps per game, and the seconds spent stepping (start-up excluded).
 
-    Where: in this process's vector env, or (``backend="ray"``) on each node of a Ray cluster in turn
-    (:mod:`shoal.bench.ray_sweep`). Finished pairs' episodes are appended to ``folder`` as they come."""
+    Where: in this process's vector env, or (``backend="ray"``) on the nodes of a Ray cluster at once, each in a
+    vector env of its own (:mod:`shoal.bench.ray_sweep`). Finished pairs' episodes are appended to ``folder`` as
+    they come."""
     if backend == "ray":
         from shoal.bench.ray_sweep import run_on_nodes
 

@@ -4,7 +4,8 @@
 
 1. One machine: the same vector env, the same workers (one per core), random actions; steps/s of each backend (best
    of ``--rounds``) and the ratio ray / multiprocessing, for an Atari workload (Breakout x 16, 84x84 gray, stack 4,
-   frameskip 4) and a cheap one (CartPole x 64), where the per-step round trip dominates.
+   frameskip 4; synchronous, and in asynchronous batches of the first 8 to finish) and a cheap one (CartPole x 64),
+   where the per-step round trip dominates.
 2. A two-node cluster simulated on this machine (Ray's ``cluster_utils.Cluster``: two raylets, one CPU each): a
    sweep of 8 game x seed pairs (``--sweep-steps`` agent steps each, random policy) over both nodes, against the sum
    of its two nodes' shares each run alone on its node (the other one idle). Rates are agent steps over the seconds
@@ -27,14 +28,16 @@ SWEEP_GAMES = ["pong", "breakout", "space_invaders", "ms_pacman"]
 
 
 def rate(make, seconds: float) -> float:
+    """Steps/s of random actions: whole batches, or (``batch_size < num_envs``) send/recv of the first envs done."""
     with make() as envs:
         envs.reset(seed=0)
         rng = np.random.default_rng(0)
-        n = envs.single_action_space.n
+        n, batch = envs.single_action_space.n, envs.batch_size
 
         def step() -> int:
-            envs.step(rng.integers(0, n, envs.num_envs))
-            return envs.num_envs
+            envs.send(rng.integers(0, n, batch))
+            envs.recv()
+            return batch
 
         return time_steps(step, seconds)[0]
 
@@ -45,6 +48,8 @@ def one_machine(seconds: float, rounds: int) -> None:
     workloads = {
         "Breakout x16": lambda backend: lambda: shoal.AtariVectorEnv(
             games=["breakout"] * 16, backend=backend, num_workers=workers, **SETTINGS),
+        "Breakout x16/8": lambda backend: lambda: shoal.AtariVectorEnv(  # first 8 of 16 to finish
+            games=["breakout"] * 16, backend=backend, num_workers=workers, batch_size=8, **SETTINGS),
         "CartPole x64": lambda backend: lambda: shoal.make("CartPole-v1", 64, backend=backend, num_workers=workers),
     }
     for name, make in workloads.items():

@@ -71,18 +71,15 @@ def cluster_sweep(steps: int) -> None:
     cluster.wait_for_nodes()
     try:
         pairs = [(g, s) for g in SWEEP_GAMES for s in range(2)]
-        ran: dict[str, int] = {}
+        ran: dict[str, list[tuple[str, int]]] = {}  # node -> the pairs it ran
         for event in run_on_nodes(pairs, "steps", steps, "random", None, {}):
             if event[0] == "ran":
                 ran[event[1]] = event[2]
             elif event[0] == "end":
                 together = sum(event[1].values()) / event[2]
         alone = 0.0
-        start = 0
         task = ray.remote(node_events)
-        for node, count in ran.items():  # each node's share again, on that node alone
-            share = pairs[start : start + count]
-            start += count
+        for node, share in ran.items():  # each node's share again, on that node alone
             events = ray.get(list(task.options(
                 num_cpus=0, num_returns="streaming", scheduling_strategy=NodeAffinitySchedulingStrategy(node, False),
             ).remote(share, "steps", steps, None, 1, {})))
@@ -90,7 +87,7 @@ def cluster_sweep(steps: int) -> None:
             alone += sum(end[1].values()) / end[2]
         print(f"2-node sweep   together {together:9,.0f} steps/s   nodes alone (sum) {alone:9,.0f} steps/s   "
               f"together / sum {together / alone:.2f}x   ({len(pairs)} pairs x {steps} steps, "
-              f"{list(ran.values())} pairs per node)", flush=True)
+              f"{[len(share) for share in ran.values()]} pairs per node)", flush=True)
     finally:
         ray.shutdown()
         cluster.shutdown()

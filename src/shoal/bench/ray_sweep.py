@@ -33,7 +33,8 @@ def run_on_nodes(
     over them; the seconds stepping: the longest node's), and ``("ran", node id, pairs)`` as each node ends."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    policy_bytes = None if str(policy) == "random" else (policy_file(policy).name, policy_file(policy).read_bytes())
+    path = None if str(policy) == "random" else policy_file(policy)
+    policy_bytes = None if path is None else (path.name, path.read_bytes())
     with session() as ray:
         where = nodes(ray)
         cpus = [c for _, c in where]
@@ -94,4 +95,4 @@ def node_events(
             path.write_bytes(policy[1])
         backend = "multiprocessing" if num_workers > 1 else "serial"  # one worker: no process beside the task's
         for event in run_pairs(pairs, unit, amount, path, backend, num_workers, atari):
-            yield event if event[0] != "end" else (*event, ray.get_runtime_context().get_node_id(), len(pairs))
+            yield event if event[0] != "end" else (*event, ray.get_runtime_context().get_node_id(), pairs)

@@ -186,7 +186,7 @@ def reply(groups: list[int], answers: list[tuple[bool, Any]], buffers: Buffers, 
     header = b"" if not any(encoded) else pickle.dumps(encoded, protocol=pickle.HIGHEST_PROTOCOL)
     parts: list[Any] = [_COUNT.pack(len(groups)), np.asarray(groups, np.int32).tobytes(), _COUNT.pack(len(header)),
                         header]
-    for array in step_arrays(buffers, buffers.obs[: buffers.spec.num_envs]):
+    for array in step_arrays(buffers, buffers.slot(0)):
         parts += [array[ids.start : ids.stop] for ids in ranges]
     return b"".join(parts)
 
@@ -209,7 +209,7 @@ def read_reply(message: bytes, buffers: Buffers, ranges: Sequence[range]) -> lis
         buffers.settle(span)
         _unpack(data, step_arrays(buffers, None), mine)
     else:
-        _unpack(data, step_arrays(buffers, buffers.obs[: buffers.spec.num_envs]), mine)
+        _unpack(data, step_arrays(buffers, buffers.slot(0)), mine)
     return [(g, _worker.decode(a)) for g, a in zip(groups, answers)]
 
 

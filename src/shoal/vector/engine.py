@@ -11,7 +11,8 @@ across its envs (the Atari engine resizes all its screens in one call):
 * ``_step_envs(ids, actions)``: one primitive step each; write observations, rewards, terminations, truncations.
 
 and may override ``_autoreset_envs(ids)``, how an env starts its next episode on its own (by default a reset with no
-seed or options).
+seed or options), and ``_advance_envs(ids, actions, ended)``, a step in which some envs autoreset instead (by default
+the two primitives one after the other).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import traceback
 from abc import ABC, abstractmethod
 from contextlib import contextmanager
 from enum import IntEnum
+from itertools import repeat
 from typing import Any, Iterator, NamedTuple, Sequence
 
 import numpy as np
@@ -142,6 +144,26 @@ class Engine(ABC):
         game an episodic life ended."""
         return self._reset_envs(ids, [None] * len(ids), None)
 
+    def _advance_envs(self, ids: np.ndarray, actions: Any, ended: np.ndarray) -> list[dict]:
+        """One next-step batch: envs ``ids[ended]`` start their next episode (:meth:`_autoreset_envs`; that is their
+        whole step, and their rows of ``actions`` are ignored), the others step with their rows of ``actions``.
+        Return one info dict per env of ``ids`` (a reset env's is its reset's), or an empty list when none has one.
+
+        By default the two primitives one after the other; an engine may do both in one pass over its envs (the
+        order of independent envs does not change their results)."""
+        stepping = ~ended
+        reset_infos = self._autoreset_envs(ids[ended])
+        if isinstance(actions, np.ndarray):
+            actions = actions[stepping]
+        else:  # one whole action per env (an action space with loose leaves)
+            actions = [action for action, over in zip(actions, ended.tolist()) if not over]
+        step_infos = self._step_envs(ids[stepping], actions) if len(actions) else []
+        if not any(reset_infos) and not any(step_infos):
+            return []
+        resets = iter(reset_infos) if reset_infos else repeat({})
+        steps = iter(step_infos) if step_infos else repeat({})
+        return [next(resets) if over else next(steps) for over in ended.tolist()]
+
     def _final_obs(self, env_id: int) -> Any:
         """The observation of ``env_id`` as a standalone value, for ``info["final_obs"]``."""
         row = int(self.buffers.obs_rows(env_id))
@@ -230,20 +252,21 @@ class Engine(ABC):
     def step(self, ids: np.ndarray, loose_actions: Sequence[tuple] | None = None) -> InfoEntries:
         """One step of envs ``ids`` with the actions in their rows of ``buffers.actions`` (and, for an action space
         with loose leaves, those leaves' values: one tuple per env of ``ids``)."""
+        b, at = self.buffers, self._run(ids)
+        actions = b.actions[at]
         if loose_actions is not None:
-            loose_of = dict(zip(ids.tolist(), loose_actions))
-        entries, ids = self._autoreset_before(ids)
-        if len(ids):
-            at = self._run(ids)
-            self.buffers.steps_taken[at] = 1
-            actions = self.buffers.actions[at]
-            if loose_actions is not None:
-                layout = self.buffers.spec.action
-                actions = [layout.item(actions, j, loose_of[i]) for j, i in enumerate(ids.tolist())]
+            actions = [b.spec.action.item(actions, j, loose) for j, loose in enumerate(loose_actions)]
+        ended = self._ended(ids)
+        if ended is not None and ended.all():  # every env of the group autoresets: no step at all
+            return self._settle_reset(ids, self._autoreset_envs(ids))
+        b.steps_taken[at] = 1
+        if ended is None:
             infos = self._step_envs(ids, actions)
-            self.buffers.settle(ids)
-            entries += self._finish(ids, infos)
-        return sorted(entries, key=_env_of) if entries else entries
+        else:  # the whole group in one call, not the resets then the rest: a subset of a group is not a slice
+            infos = self._advance_envs(ids, actions, ended)
+            self._settle_reset(ids[ended], [])
+        b.settle(ids)
+        return self._finish(ids, infos)
 
     def step_sequences(self, ids: np.ndarray, seqs: Sequences) -> InfoEntries:
         """Each env runs its own action sequence, stopping early when its episode ends.
@@ -293,19 +316,26 @@ class Engine(ABC):
 
         Returns the info entries of those resets and the ids left to step.
         """
+        ended = self._ended(ids)
+        if ended is None:
+            return [], ids
+        resetting = ids[ended]
+        return self._settle_reset(resetting, self._autoreset_envs(resetting)), ids[~ended]
+
+    def _ended(self, ids: np.ndarray) -> np.ndarray | None:
+        """Which of ``ids`` autoreset now, their episode having ended last call (next-step mode); None when none does.
+        With autoreset disabled, an ended env is an error."""
         ended = self.buffers.needs_reset[self._run(ids)]
         if not np.count_nonzero(ended):  # not .any(): on a few envs, that reduction costs three times as much
-            return [], ids
-        ended = ended.copy()  # the resets below clear needs_reset
+            return None
         if self.autoreset_mode is AutoresetMode.DISABLED:
             raise ResetNeededError(
                 f"envs {ids[ended].tolist()} ended their episode and autoreset_mode='disabled': reset them with "
                 f"reset(options={{'reset_mask': mask}}) before stepping them again"
             )
         if self.autoreset_mode is AutoresetMode.SAME_STEP:  # same-step envs are reset when they end
-            return [], ids
-        resetting = ids[ended]
-        return self._settle_reset(resetting, self._autoreset_envs(resetting)), ids[~ended]
+            return None
+        return ended.copy()  # the resets clear needs_reset
 
     def _finish(self, ids: np.ndarray, step_infos: list[dict]) -> InfoEntries:
         """After stepping ``ids``: mark ended episodes and, in same-step mode, reset them right away."""

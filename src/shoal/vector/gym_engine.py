@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from itertools import repeat
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -107,15 +108,6 @@ class GymEngine(Engine):
     def _env(self, env_id: int) -> Env:
         return self.envs[env_id - self.env_ids.start]
 
-    def _store(self, env_id: int, obs: Any) -> None:
-        """Write a reset observation, checked (an array observation of exactly its leaf's kind passes the checks'
-        own fast test)."""
-        try:
-            self._check_obs(obs)
-        except Rejected as bad:
-            raise rejected(env_id, self._env(env_id), bad, "reset") from None
-        self._write_obs(int(self.buffers.target_rows(env_id)), obs)
-
     def _check_step(self, env_id: int, obs: Any, reward: Any, terminated: Any, truncated: Any, info: Any) -> None:
         """The full checks of a step's results (raises if they are bad)."""
         self._unchecked.discard(env_id)
@@ -130,25 +122,36 @@ class GymEngine(Engine):
             raise rejected(env_id, self._env(env_id), bad, "step") from None
 
     def _reset_envs(self, ids: np.ndarray, seeds: Sequence[int | None], options: dict | None) -> list[dict]:
-        infos = []
-        for env_id, seed in zip(ids.tolist(), seeds):
-            try:  # not blame(): a context manager costs more than the reset of a cheap env
-                obs, info = self._env(env_id).reset(seed=seed, options=options)
-            except Exception as exc:
-                raise env_error(env_id, exc) from exc
-            self._store(env_id, obs)
+        rows = self.buffers.target_rows(ids).tolist()
+        return [self._reset(env_id, row, seed, options) for env_id, row, seed in zip(ids.tolist(), rows, seeds)]
+
+    def _reset(self, env_id: int, row: int, seed: int | None, options: dict | None) -> dict:
+        """Reset one env and write its observation to ``row``, checked (an array observation of exactly its leaf's
+        kind passes the checks' own fast test); its info."""
+        env = self.envs[env_id - self.env_ids.start]
+        try:  # not blame(): a context manager costs more than the reset of a cheap env
+            obs, info = env.reset(seed=seed, options=options)
+        except Exception as exc:
+            raise env_error(env_id, exc) from exc
+        try:
+            self._check_obs(obs)
             if type(info) is not dict:
-                bad = Rejected(f"expected info as a dict, got {type(info).__name__}")
-                raise rejected(env_id, self._env(env_id), bad, "reset")
-            infos.append(info)
-        return infos
+                raise Rejected(f"expected info as a dict, got {type(info).__name__}")
+        except Rejected as bad:
+            raise rejected(env_id, env, bad, "reset") from None
+        self._write_obs(row, obs)
+        return info
 
     def _step_envs(self, ids: np.ndarray, actions: np.ndarray) -> list[dict]:
-        # The hot loop: a few Python operations per env beyond env.step itself. What an env returns gets the full
-        # checks (shoal.vector.outputs) on its first step (seed 004's "first batch"); on later steps only a None
+        return self._advance_envs(ids, actions, None)
+
+    def _advance_envs(self, ids: np.ndarray, actions: Any, ended: np.ndarray | None) -> list[dict]:
+        # The hot loop: a few Python operations per env beyond env.step itself; an env that ended its episode last
+        # step resets in its turn (``ended``; None: none did). What an env returns gets the full checks
+        # (shoal.vector.outputs) on its first step (seed 004's "first batch"); on later steps only a None
         # observation or reward (numpy would store None as NaN or broadcast it) sends the step to them, and a value
         # numpy refuses is reported with the env named. Testing every observation's type, shape and dtype on every
-        # step cost a cheap env ~4% (CartPole); reset observations are tested that way (_store).
+        # step cost a cheap env ~4% (CartPole); reset observations are tested that way (_reset).
         b = self.buffers
         envs, first = self.envs, self.env_ids.start
         write_obs, rewards, terms, truncs = self._write_obs, b.rewards, b.terminations, b.truncations
@@ -156,8 +159,12 @@ class GymEngine(Engine):
         finals = self._finals if self.autoreset_mode is AutoresetMode.SAME_STEP else None
         if self._action.structured and isinstance(actions, np.ndarray):
             actions = [self._action.item(actions, row) for row in range(len(ids))]
+        overs = repeat(False) if ended is None else ended.tolist()
         infos = []
-        for env_id, row, action in zip(ids.tolist(), b.target_rows(ids).tolist(), actions):
+        for env_id, row, action, over in zip(ids.tolist(), b.target_rows(ids).tolist(), actions, overs):
+            if over:  # the autoreset: a reset with no seed or options is this env's whole step
+                infos.append(self._reset(env_id, row, None, None))
+                continue
             try:
                 obs, reward, terminated, truncated, info = envs[env_id - first].step(action)
             except Exception as exc:

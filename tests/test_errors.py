@@ -43,12 +43,13 @@ def test_bad_actions(actions, error, match):
         envs.step(np.zeros(4, np.int64))  # the env is still usable
 
 
+@pytest.mark.parametrize("dtype", [np.int64, np.int8])  # numpy's check reads signed actions as unsigned first
 @pytest.mark.parametrize("n", [3, 64, 65, 200])  # short batches are range-checked in Python, long ones in numpy
-def test_out_of_range_action_is_found_in_batches_of_any_length(n):
+def test_out_of_range_action_is_found_in_batches_of_any_length(n, dtype):
     with _cartpole(n) as envs:
         envs.reset(seed=0)
-        for at, value in ((0, 2), (n - 1, -1), (n // 2, 7)):
-            actions = np.zeros(n, np.int64)
+        for at, value in ((0, 2), (n - 1, -1), (n // 2, 7), (n // 3, -128)):
+            actions = np.zeros(n, dtype)
             actions[at] = value
             with pytest.raises(errors.ActionError, match=rf"action {value} at index \({at},\) is outside \[0, 1\]"):
                 envs.step(actions)

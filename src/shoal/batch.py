@@ -143,16 +143,29 @@ class Streams:
 
     def bits(self, ids: np.ndarray) -> np.ndarray:
         """The next 64 random bits of each instance of ``ids`` (uint64); each instance's stream advances once."""
-        with np.errstate(over="ignore"):
-            state = self.state[ids] + self._GOLDEN
-            self.state[ids] = state
-            z = (state ^ (state >> np.uint64(30))) * self._M1
-            z = (z ^ (z >> np.uint64(27))) * self._M2
-        return z ^ (z >> np.uint64(31))
+        at = run_of(np.asarray(ids))  # a slice for consecutive ids (the usual batch): no gather and scatter
+        with np.errstate(over="ignore"):  # in place where it can be: a large batch's temporaries cost more
+            if isinstance(at, slice):
+                state = self.state[at]
+                state += self._GOLDEN  # a view: the streams advance here
+            else:
+                state = self.state[at] + self._GOLDEN
+                self.state[at] = state
+            z = state >> np.uint64(30)
+            z ^= state
+            z *= self._M1
+            z ^= z >> np.uint64(27)
+            z *= self._M2
+            z ^= z >> np.uint64(31)
+        return z
 
     def uniform(self, ids: np.ndarray) -> np.ndarray:
         """A float64 in [0, 1) per instance."""
-        return (self.bits(ids) >> np.uint64(11)).astype(np.float64) * (1.0 / 2**53)
+        bits = self.bits(ids)
+        bits >>= np.uint64(11)
+        values = bits.astype(np.float64)
+        values *= 1.0 / 2**53
+        return values
 
     def integers(self, ids: np.ndarray, high: int | np.ndarray) -> np.ndarray:
         """An int64 in [0, high) per instance (``high`` one bound, or one per instance)."""

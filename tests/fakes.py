@@ -355,7 +355,7 @@ class WalkSingle(gym.Env):
 
 class BadBatch(BatchEnv):
     """Writes an observation outside its space (``kind="obs"``), a NaN reward (``"reward"``) or raises (``"raise"``)
-    for instance 1 at its first step."""
+    for instance 1 at its first step, or shifts the ``ids`` it was given in place (``"ids"``)."""
 
     single_observation_space = spaces.Box(0, 1, (2,), np.float32)
     single_action_space = spaces.Discrete(2)
@@ -369,6 +369,8 @@ class BadBatch(BatchEnv):
 
     def step(self, ids, actions, out):
         out.obs[:] = 0.5
+        if self.kind == "ids":
+            ids += 1
         bad = np.flatnonzero(ids == 1)
         if self.kind == "obs":
             out.obs[bad] = 7.0

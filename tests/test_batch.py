@@ -129,9 +129,20 @@ def test_bad_outputs_are_typed_errors_naming_the_env():
             envs.step(np.zeros(3, np.int64))
     with shoal.make(functools.partial(BadBatch, kind="raise"), 4, num_workers=2, context="fork") as envs:
         envs.reset(seed=0)
-        with pytest.raises(EnvError, match="instance 1 broke") as caught:
+        message = r"batch-native env BadBatch \(envs 0..1\) raised ValueError in step\(\): instance 1 broke"
+        with pytest.raises(EnvError, match=message) as caught:
             envs.step(np.zeros(4, np.int64))
         assert isinstance(caught.value, ValueError) and caught.value.env_id == 0  # the first env of its group
+
+
+def test_an_env_cannot_change_the_ids_it_is_given():
+    # shoal hands a group the same ids array every step: one changed in place would misdirect the next step
+    with shoal.make(functools.partial(BadBatch, kind="ids"), 3, backend="serial") as envs:
+        envs.reset(seed=0)
+        message = r"batch-native env BadBatch \(envs 0..2\) raised ValueError in step\(\): .*read-only"
+        with pytest.raises(EnvError, match=message) as caught:
+            envs.step(np.zeros(3, np.int64))
+        assert isinstance(caught.value, ValueError)
 
 
 def test_spaces_without_a_fixed_size_and_positional_arguments_are_refused():

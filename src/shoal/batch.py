@@ -32,8 +32,9 @@ A complete env (a coin to guess; ``shoal.make(Coin, 4096)`` steps 4096 of them):
             out.terminations[:] = True
             out.obs[:] = 0
 
-``ids`` index this object's instances (``0 .. num_envs - 1``); row ``j`` of ``actions`` and of every array of
-``out`` belongs to instance ``ids[j]``. Spaces must have a fixed size (Box, Discrete, MultiDiscrete, MultiBinary and
+``ids`` index this object's instances (``0 .. num_envs - 1``; a read-only array, the same one again on later
+calls for the same instances); row ``j`` of ``actions`` and of every array of ``out`` belongs to instance
+``ids[j]``. Spaces must have a fixed size (Box, Discrete, MultiDiscrete, MultiBinary and
 Dict/Tuple of them): a structured observation arrives in ``out.obs`` as Gymnasium's batched shape (a dict of arrays
 for a Dict), and so do structured actions.
 
@@ -54,7 +55,7 @@ from gymnasium.vector.utils import batch_space
 
 from shoal.errors import ConfigError, EnvOutputError
 from shoal.vector.buffers import Buffers
-from shoal.vector.engine import Engine, blame, run_of
+from shoal.vector.engine import Engine, blame, env_error, run_of
 from shoal.vector.heap import retain_freed_memory
 
 # -- the interface ------------------------------------------------------------------------------------------------
@@ -144,19 +145,20 @@ class Streams:
     def bits(self, ids: np.ndarray) -> np.ndarray:
         """The next 64 random bits of each instance of ``ids`` (uint64); each instance's stream advances once."""
         at = run_of(np.asarray(ids))  # a slice for consecutive ids (the usual batch): no gather and scatter
-        with np.errstate(over="ignore"):  # in place where it can be: a large batch's temporaries cost more
-            if isinstance(at, slice):
-                state = self.state[at]
-                state += self._GOLDEN  # a view: the streams advance here
-            else:
-                state = self.state[at] + self._GOLDEN
-                self.state[at] = state
-            z = state >> np.uint64(30)
-            z ^= state
-            z *= self._M1
-            z ^= z >> np.uint64(27)
-            z *= self._M2
-            z ^= z >> np.uint64(31)
+        # In place where it can be (a large batch's temporaries cost more); numpy wraps arrays' integer overflow
+        # silently, as splitmix64 wants.
+        if isinstance(at, slice):
+            state = self.state[at]
+            state += self._GOLDEN  # a view: the streams advance here
+        else:
+            state = self.state[at] + self._GOLDEN
+            self.state[at] = state
+        z = state >> np.uint64(30)
+        z ^= state
+        z *= self._M1
+        z ^= z >> np.uint64(27)
+        z *= self._M2
+        z ^= z >> np.uint64(31)
         return z
 
     def uniform(self, ids: np.ndarray) -> np.ndarray:
@@ -233,6 +235,7 @@ class BatchEngine(Engine):
         self._obs = buffers.spec.obs
         self._action = buffers.spec.action
         self._name = factory.cls.__name__
+        self._local_of, self._local_ids = None, np.arange(0)  # see _local
         self._checked = {"reset": False, "step": False}  # seed 004's "shape checks on the first batch"
         self._agents = len(factory.cls.possible_agents) or 1
         if self._agents > 1:  # the infos of agents as rows; every agent of a batch-native env is always live
@@ -243,11 +246,22 @@ class BatchEngine(Engine):
 
     def _rows(self, ids: np.ndarray) -> tuple[slice | None, slice | None]:
         """Slices of the env rows and obs rows of ``ids`` when both are runs (the arrays are then views)."""
-        env_rows = run_of(ids)
+        env_rows = self._run(ids)
         if not isinstance(env_rows, slice):
             return None, None
+        if not self.buffers.slots_on[0]:  # observations in slot 0: their rows are the envs'
+            return env_rows, env_rows
         obs_rows = run_of(np.asarray(self.buffers.target_rows(ids)))
         return env_rows, obs_rows if isinstance(obs_rows, slice) else None
+
+    def _local(self, ids: np.ndarray) -> np.ndarray:
+        """The env's own instance numbers of ``ids``, read-only; kept for the array last asked about (a group's ids
+        come back every step)."""
+        if ids is not self._local_of:
+            local = ids - self.env_ids.start
+            local.flags.writeable = False  # the env gets this array again next step: it must not change it
+            self._local_of, self._local_ids = ids, local
+        return self._local_ids
 
     def _call(self, ids: np.ndarray, what: str, run: Callable[[np.ndarray, Outputs], None]) -> list[dict]:
         b = self.buffers
@@ -262,9 +276,12 @@ class BatchEngine(Engine):
             out.rewards[:] = 0
             out.terminations[:] = False
             out.truncations[:] = False
-        local = ids - self.env_ids.start
-        with blame(int(ids[0])):
+        local = self._local(ids)
+        try:  # not blame(): a context manager costs more than a small batch's step
             run(local, out)
+        except Exception as exc:
+            span = f"env {int(ids[0])}" if len(ids) == 1 else f"envs {int(ids[0])}..{int(ids[-1])}"
+            raise env_error(int(ids[0]), exc, f"batch-native env {self._name} ({span})", f" in {what}()") from exc
         if obs_rows is None:
             b.obs[b.target_rows(ids)] = obs
         if env_rows is None and what == "step":

@@ -11,7 +11,7 @@ import pytest
 from gymnasium import spaces
 
 import shoal
-from shoal.batch import BatchEnv, compare
+from shoal.batch import BatchEnv, Streams, compare
 from shoal.errors import ConfigError, EnvError, EnvOutputError, ResetNeededError
 
 from fakes import BadBatch, Walk, WalkSingle
@@ -195,3 +195,17 @@ def test_disabled_autoreset_needs_a_partial_reset():
         envs.reset(options={"reset_mask": np.ones(4, bool)})
         _, _, term, _, _ = envs.step(np.zeros(4, np.int64))
         assert term.all()
+
+
+def test_streams_seed_what_is_unseeded_and_nothing_else():
+    rng = Streams(4)
+    rng.seed(np.array([0, 1]), [7, 8])
+    seeded = rng.state.copy()
+    rng.seed(np.arange(4), [None] * 4)  # an autoreset: instances 2 and 3 never had a seed, so they get one
+    assert (rng.state[:2] == seeded[:2]).all() and rng.seeded.all() and (rng.state[2:] != 0).all()
+    after = rng.state.copy()
+    rng.seed(np.arange(4), [None] * 4)  # every instance has a seed now: nothing changes
+    assert (rng.state == after).all()
+    rng.seed(np.array([3]), [7])  # an explicit seed restarts a stream; the same seed gives the same stream
+    assert rng.state[3] == seeded[0]
+    assert rng.uniform(np.array([3]))[0] == rng.uniform(np.array([0]))[0]

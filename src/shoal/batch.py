@@ -127,12 +127,15 @@ class Streams:
     def __init__(self, num_envs: int) -> None:
         self.state = np.zeros(num_envs, np.uint64)
         self.seeded = np.zeros(num_envs, np.bool_)
+        self._unseeded = num_envs  # how many are not seeded yet
 
     def seed(self, ids: np.ndarray, seeds: Sequence[int | None]) -> None:
         """Seed instance ``ids[j]`` with ``seeds[j]``; an instance never seeded gets a seed from the OS."""
         ids = np.asarray(ids)
         if seeds.count(None) == len(seeds) if isinstance(seeds, list) else all(s is None for s in seeds):
-            ids = ids[~self.seeded[ids]]  # the usual autoreset: nothing to seed, checked without a Python loop
+            if not self._unseeded:  # the usual autoreset: nothing to seed
+                return
+            ids = ids[~self.seeded[ids]]  # checked without a Python loop
             seeds = [None] * len(ids)
         for i, s in zip(ids.tolist(), seeds):
             if s is None and self.seeded[i]:
@@ -140,7 +143,9 @@ class Streams:
             if s is None:
                 s = int(np.random.SeedSequence().entropy) % 2**63
             self.state[i] = np.uint64(int(np.random.SeedSequence(int(s)).generate_state(1, np.uint64)[0]))
-            self.seeded[i] = True
+            if not self.seeded[i]:
+                self.seeded[i] = True
+                self._unseeded -= 1
 
     def bits(self, ids: np.ndarray) -> np.ndarray:
         """The next 64 random bits of each instance of ``ids`` (uint64); each instance's stream advances once."""
@@ -332,7 +337,8 @@ class BatchEngine(Engine):
     def _reset_envs(self, ids: np.ndarray, seeds: Sequence[int | None], options: dict | None) -> list[dict]:
         if options:
             raise ConfigError(f"batch-native env {self._name} takes no reset options, got {sorted(options)}")
-        return self._call(ids, "reset", lambda local, out: self.env.reset(local, list(seeds), out))
+        seeds = seeds if type(seeds) is list else list(seeds)
+        return self._call(ids, "reset", lambda local, out: self.env.reset(local, seeds, out))
 
     def _step_envs(self, ids: np.ndarray, actions: np.ndarray) -> list[dict]:
         batch = self._action.read(actions) if self._action.structured else actions

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import sys
-from itertools import repeat
 from dataclasses import dataclass
+from itertools import repeat
 from typing import Any, Callable, Sequence
 
 import numpy as np

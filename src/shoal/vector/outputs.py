@@ -50,9 +50,9 @@ def _scalar_types(dtype: np.dtype, shape: tuple[int, ...]) -> frozenset[type]:
     return frozenset({dtype.type} | python)
 
 
-def leaf_check(space: spaces.Space) -> Callable[[Any], Any]:
+def leaf_check(space: spaces.Space, prefix: str = "") -> Callable[[Any], Any]:
     """``check(value)``: ``value`` itself if it can be stored in a record of ``space`` (a fixed-size leaf) without
-    loss, else :class:`Rejected`."""
+    loss, else :class:`Rejected` (its text after ``prefix``)."""
     dtype = np.dtype(space.dtype)
     shape = tuple(space.shape)
     integer = dtype.kind in "iub"
@@ -80,7 +80,10 @@ def leaf_check(space: spaces.Space) -> Callable[[Any], Any]:
     def check(value: Any) -> Any:
         if type(value) is np.ndarray and value.shape == shape and value.dtype == dtype or type(value) in scalars:
             return value  # what a well-behaved env returns: nothing more to look at
-        return full(value)
+        try:
+            return full(value)
+        except Rejected as bad:
+            raise Rejected(prefix + bad.what) from None
 
     return check
 
@@ -95,15 +98,7 @@ def observation_check(layout: Layout) -> Callable[[Any], None]:
 def _container_check(space: spaces.Space, path: tuple) -> Callable[[Any], None]:
     where = path_text(path)
     if isinstance(space, FIXED_LEAVES):
-        leaf = leaf_check(space)
-
-        def check_leaf(value: Any) -> None:
-            try:
-                leaf(value)
-            except Rejected as bad:
-                raise Rejected(f"observation{where}: {bad.what}") from None
-
-        return check_leaf
+        return leaf_check(space, f"observation{where}: ")
     if isinstance(space, spaces.Dict):
         subs = {key: _container_check(sub, path + (key,)) for key, sub in space.spaces.items()}
         keys = set(subs)

@@ -13,10 +13,12 @@ import gymnasium as gym
 import numpy as np
 import psutil
 import pytest
+from gymnasium import spaces
 from fakes import FaultyEnv, SpaceEnv
 
 import shoal
 from shoal import errors
+from shoal.vector.checks import check_batch
 
 
 def _cartpole(n=4, **kw):
@@ -233,3 +235,12 @@ def test_close_after_errors_leaves_nothing():
     envs.send(np.zeros(4, np.int64))
     envs.close()  # with a step still pending
     assert not worker_processes()
+
+
+@pytest.mark.parametrize("n", [3, 100])
+def test_negative_small_integer_actions_are_caught_when_the_range_is_wider_than_their_dtype(n):
+    # int8 -1 read as unsigned is 255, inside [0, 399]: the one-comparison check must not be used there
+    actions = np.zeros(n, np.int8)
+    actions[-1] = -1
+    with pytest.raises(errors.ActionError, match=rf"action -1 at index \({n - 1},\) is outside \[0, 399\]"):
+        check_batch(spaces.Discrete(400), actions, n, "actions")

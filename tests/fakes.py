@@ -226,6 +226,28 @@ class BigInfoEnv(gym.Env):
         return np.array([float(self.t), float(action)]), 1.0, False, False, {"blob": np.full(self.size, float(self.t))}
 
 
+class BigArraysEnv(gym.Env):
+    """Observations and actions of ``megabytes`` each (uint8); an observation says its step and echoes the first and
+    last byte of the action it got."""
+
+    def __init__(self, megabytes: float = 4.0) -> None:
+        size = int(megabytes * 2**20)
+        self.observation_space = spaces.Box(0, 255, (size,), np.uint8)
+        self.action_space = spaces.Box(0, 255, (size,), np.uint8)
+        self.obs, self.t = np.zeros(size, np.uint8), 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        self.obs[:3] = 0
+        return self.obs, {}
+
+    def step(self, action):
+        self.t += 1
+        self.obs[:3] = self.t % 256, action[0], action[-1]
+        return self.obs, 1.0, False, False, {}
+
+
 class BadDataEnv(gym.Env):
     """Returns ``kind`` of bad data from ``step`` number ``at`` (0: from ``reset``) of episode ``episode`` (episodes
     are truncated after ``length`` steps), good data otherwise."""

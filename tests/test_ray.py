@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from fakes import FaultyEnv, SpaceEnv
+from fakes import BigArraysEnv, FaultyEnv, SpaceEnv
 from helpers import run_without
 
 import shoal
@@ -55,6 +55,25 @@ def test_a_worker_killed_inside_a_node_is_an_error_naming_its_envs():
         with pytest.raises(WorkerDiedError, match=r"worker 1 \(pid \d+, hosting envs 2\.\.3\) died"):
             for _ in range(3):
                 envs.step(np.zeros(4, np.int64))
+
+
+def test_large_actions_and_replies_crossing_do_not_block_either_side():
+    # First-N-of-M batches of 24 MB observations and actions: the vector env sends a batch's actions (48 MB) while
+    # the node sends the other batch's rows (48 MB), each more than a socket holds. Both sides blocking in a write
+    # hung here at once; the vector env now reads the node's reply while its message waits for room.
+    with shoal.make([functools.partial(BigArraysEnv, 24)] * 4, backend="ray", num_workers=2, batch_size=2) as envs:
+        _, info = envs.reset(seed=0)
+        steps, sent = [0] * 4, [(0, 0)] * 4  # envs not sent a step yet come back with their reset observation
+        for k in range(4):
+            held = info["env_id"].tolist()
+            actions = np.zeros((2, envs.single_action_space.shape[0]), np.uint8)
+            for row, env_id in enumerate(held):
+                actions[row, 0], actions[row, -1] = sent[env_id] = (k * 4 + env_id) % 256, (k * 7 + env_id) % 256
+                steps[env_id] += 1
+            envs.send(actions)
+            obs, _, _, _, info = envs.recv(timeout=60)
+            for row, env_id in enumerate(info["env_id"].tolist()):  # each env's own step count and last action
+                assert obs[row, :3].tolist() == [steps[env_id] % 256, *sent[env_id]]
 
 
 def test_an_env_that_raises_in_an_actor_is_named():

@@ -1,5 +1,6 @@
 """The pipe between the multiprocessing backend's parent and a worker: payloads (see :mod:`shoal.vector.link`), each
-written, and usually read, with one system call.
+written, and usually read, with one system call. The Ray backend's vector env talks to each node's actor over a
+socket the same way (its end draining; the actor's a plain ``Connection``, whose framing is the same).
 
 A :class:`Channel` wraps one end of ``multiprocessing.Pipe()`` (so it is created, and handed to a spawned worker,
 the way multiprocessing does it) but moves messages with ``os.write``/``os.read`` on its descriptor. Messages are
@@ -36,12 +37,16 @@ class Poller:
         """The descriptors whose other end is closed, now (no waiting)."""
         return [fd for fd, events in self._poll.poll(0) if events & _CLOSED]
 
+    def readable(self) -> list[int]:
+        """The descriptors with bytes to read, now (no waiting)."""
+        return [fd for fd, events in self._poll.poll(0) if events & select.POLLIN]
+
 
 class Channel:
-    """One end of a pipe: framed messages.
+    """One end of a pipe (or a socket): framed messages.
 
     Args:
-        conn: one end of ``multiprocessing.Pipe()``; the channel owns it.
+        conn: one end of ``multiprocessing.Pipe()`` (or a ``Connection`` over a socket); the channel owns it.
         draining: make the descriptor non-blocking and, while a send waits for room, read incoming messages into
             the inbox (the parent's end; see the module docstring).
     """
@@ -50,7 +55,7 @@ class Channel:
         self.conn = conn  # owns the descriptor: closing it closes the channel
         self.fd = conn.fileno()
         self.poller = Poller([self.fd])
-        self._inbox = b""  # read from the pipe, not yet returned
+        self._inbox = bytearray()  # read from the pipe, not yet returned
         self._draining = draining
         if draining:
             os.set_blocking(self.fd, False)
@@ -79,6 +84,16 @@ class Channel:
                 elif events & _CLOSED:
                     raise BrokenPipeError("the other end of the pipe is closed")
 
+    def ready(self) -> bool:
+        """Whether a message has begun to come (read into the inbox while sending, or waiting to be read): then
+        :meth:`recv` does not wait for the other end to start one."""
+        return bool(self._inbox) or bool(self.poller.readable())
+
+    @property
+    def buffered(self) -> bool:
+        """Bytes of a message are in the inbox (read while sending): waiting on the descriptor would miss them."""
+        return bool(self._inbox)
+
     def _read_some(self) -> bytes:
         try:
             chunk = os.read(self.fd, 1 << 20)
@@ -94,27 +109,28 @@ class Channel:
         Reads whatever the pipe holds in one call (a message and its header together), keeping the rest for the
         next message.
         """
-        data = self._inbox
-        if len(data) < _HEADER.size:
-            data = self._fill(data, _HEADER.size)
-        end = _HEADER.size + _HEADER.unpack_from(data)[0]
-        if len(data) < end:
-            data = self._fill(data, end)
-        self._inbox = data[end:]
-        return data[_HEADER.size : end]
+        if len(self._inbox) < _HEADER.size:
+            self._fill(_HEADER.size)
+        end = _HEADER.size + _HEADER.unpack_from(self._inbox)[0]
+        if len(self._inbox) < end:
+            self._fill(end)
+        with memoryview(self._inbox) as view:
+            message = bytes(view[_HEADER.size : end])
+        del self._inbox[:end]
+        return message
 
-    def _fill(self, data: bytes, size: int) -> bytes:
-        """``data`` and what the pipe holds, blocking until that is at least ``size`` bytes."""
-        while len(data) < size:
+    def _fill(self, size: int) -> None:
+        """Read into the inbox, blocking until it holds at least ``size`` bytes. (A bytearray: a large message
+        comes in many reads from a socket, and appending to bytes would copy all of it each time.)"""
+        while len(self._inbox) < size:
             try:
-                chunk = os.read(self.fd, max(size - len(data), _READ_SIZE))
+                chunk = os.read(self.fd, max(size - len(self._inbox), _READ_SIZE))
             except BlockingIOError:  # the non-blocking end, before the message has come: wait for it
                 select.select([self.fd], [], [])
                 continue
             if not chunk:
                 raise EOFError("the other end of the pipe is closed")
-            data += chunk
-        return data
+            self._inbox += chunk
 
     def close(self) -> None:
         self.conn.close()

@@ -35,6 +35,7 @@ from gymnasium.vector import AutoresetMode
 from shoal.errors import ConfigError, MissingDependencyError, WorkerDiedError
 from shoal.vector import _worker
 from shoal.vector.buffers import BufferSpec
+from shoal.vector.channel import Channel
 from shoal.vector.engine import Command, Op
 from shoal.vector.ray_node import CLOSE, NodeHost, command_request, read_reply, step_request
 from shoal.vector.transport import EngineFactory, Transport, messages, pickled, raise_first, timed_out
@@ -125,7 +126,7 @@ class _Node:
 
     def __init__(self, index: int, actor: Any, groups: list[int], ids: range) -> None:
         self.index, self.actor, self.groups, self.ids = index, actor, groups, ids
-        self.conn: Connection | None = None
+        self.channel: Channel | None = None  # its connection, draining: see _send
         self.serving: Any = None  # the ref of its serve() call: it ends when the actor does
         self.where = ""  # its node's address and the actor's pid, for errors
         self.node_id = ""  # the Ray node it runs on
@@ -195,7 +196,7 @@ class RayTransport(Transport):
         ])
         for node, (_, address, pid, node_id) in zip(self._nodes, replies):
             node.serving = node.actor.serve.remote()
-            node.conn = dial(address, key, node.index)
+            node.channel = Channel(dial(address, key, node.index), draining=True)
             node.where, node.node_id, node.pid = f"on {address[0]}, pid {pid}", node_id, pid
 
     def _span(self, groups: list[int]) -> range:
@@ -230,8 +231,8 @@ class RayTransport(Transport):
 
     def _send(self, node: _Node, message: bytes, groups: list[int]) -> None:
         node.owed.update(groups)
-        try:
-            node.conn.send_bytes(message)
+        try:  # while a large message waits for room, the node's replies are read meanwhile: no deadlock
+            node.channel.send(message)
         except OSError:  # the actor is gone: these groups (and any it owed) get the error naming its envs
             self._fail(node)
 
@@ -259,19 +260,24 @@ class RayTransport(Transport):
 
     def _read_available(self) -> None:
         for node in self._nodes:
-            while node.owed and node.conn.poll(0):
+            while node.owed and node.channel.ready():
                 self._read(node)
 
     def _wait(self, owing: list[_Node], deadline: float | None) -> bool:
         """Wait until one of ``owing`` answers a message (read it; a dead node's groups get errors); False if
         ``deadline`` came first. Every :data:`CHECK_S` asks Ray whether the nodes are alive."""
-        conns = [n.conn for n in owing]
+        buffered = [n for n in owing if n.channel.buffered]  # read while sending: the descriptor has no news of it
+        if buffered:
+            for node in buffered:
+                self._read(node)
+            return True
+        fds = [n.channel.fd for n in owing]
         while True:
             left = CHECK_S if deadline is None else min(CHECK_S, deadline - time.monotonic())
-            ready = wait(conns, max(left, 0.0))
+            ready = wait(fds, max(left, 0.0))
             if ready:
                 for node in owing:
-                    if node.conn in ready:
+                    if node.channel.fd in ready:
                         self._read(node)
                 return True
             dead, _ = self._ray.wait([n.serving for n in owing], num_returns=1, timeout=0)
@@ -284,7 +290,7 @@ class RayTransport(Transport):
     def _read(self, node: _Node) -> None:
         """Read ``node``'s next reply: its answers, and its rows copied into the buffers."""
         try:
-            message = node.conn.recv_bytes()
+            message = node.channel.recv()
         except (EOFError, OSError):
             self._fail(node)
             return
@@ -335,18 +341,20 @@ class RayTransport(Transport):
     def close(self, terminate: bool = False) -> None:
         nodes_, self._nodes, self._answers = self._nodes, [], {}
         for node in nodes_:
-            if node.conn is not None and not terminate:
-                try:
-                    node.conn.send_bytes(CLOSE)
-                except OSError:  # already gone
-                    pass
+            if node.channel is not None:
+                if not terminate:
+                    try:
+                        node.channel.send(CLOSE)
+                    except OSError:  # already gone
+                        pass
+                # Closed at once: a node still sending a reply (an asynchronous batch in flight) then fails to,
+                # rather than wait for a reader, and ends as a node that read CLOSE does.
+                node.channel.close()
         serving = [n.serving for n in nodes_ if n.serving is not None and not terminate]
         if serving:  # each closes its pool and returns
             self._ray.wait(serving, num_returns=len(serving), timeout=_CLOSE_GRACE_S)
         alive = self._ray.is_initialized()  # at exit, Ray may have shut down first: its actors went with it
         for node in nodes_:
-            if node.conn is not None:
-                node.conn.close()
             if alive:
                 self._ray.kill(node.actor)
         held, self._held = self._held, False

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import os
 import pickle
+import socket
 import struct
 from multiprocessing import AuthenticationError
-from multiprocessing.connection import Connection, Listener
+from multiprocessing.connection import Connection, answer_challenge, deliver_challenge
 from typing import Any, Sequence
 
 import cloudpickle
@@ -32,6 +33,9 @@ POLL_S = 0.001
 """How often an actor serving asynchronous batches looks for the next message while it waits for its workers."""
 CLOSE = b""
 """The message that ends an actor's service (its pool is closed; the actor is then killed)."""
+HANDSHAKE_S = 5.0
+"""How long a connection to an actor may take to answer the key's challenge before the actor drops it and waits for
+the next (a silent stranger on the port must not keep the vector env out)."""
 
 
 class NodeHost:
@@ -55,7 +59,8 @@ class NodeHost:
         self.overlaps = any(len(members) > 1 for members in hosts)  # several groups per worker: asynchronous batches
         self.error: bytes | None = None
         self.local: Transport | None = None
-        self.listener = Listener((ray.util.get_node_ip_address(), 0), authkey=authkey)
+        self.authkey = authkey
+        self.server = socket.create_server((ray.util.get_node_ip_address(), 0))
         try:
             factory = cloudpickle.loads(factory_bytes)
             if len(hosts) == 1:
@@ -78,17 +83,12 @@ class NodeHost:
         import ray
 
         status = self.error if self.error is not None else _worker.READY
-        return status, self.listener.address, os.getpid(), ray.get_runtime_context().get_node_id()
+        return status, self.server.getsockname()[:2], os.getpid(), ray.get_runtime_context().get_node_id()
 
     def serve(self) -> None:
         """Answer the vector env's messages until it sends :data:`CLOSE` or goes away; then close the pool."""
-        while True:  # the vector env, not whatever else reached the port first (it fails the key's challenge)
-            try:
-                conn = self.listener.accept()
-                break
-            except (AuthenticationError, EOFError, OSError):
-                continue
-        self.listener.close()
+        conn = self._accept()
+        self.server.close()
         try:
             if self.local is not None:
                 self._serve(conn, self.local)
@@ -98,6 +98,23 @@ class NodeHost:
             conn.close()
             if self.local is not None:
                 self.local.close()
+
+    def _accept(self) -> Connection:
+        """The vector env's connection: the first to pass the key's challenge both ways (``multiprocessing``'s
+        handshake) within :data:`HANDSHAKE_S`; whatever else reaches the port first is dropped."""
+        while True:
+            sock, _ = self.server.accept()
+            sock.settimeout(None)
+            conn = Connection(sock.detach())
+            _receive_timeout(conn.fileno(), HANDSHAKE_S)  # a blocking read past it fails (EAGAIN)
+            try:
+                deliver_challenge(conn, self.authkey)
+                answer_challenge(conn, self.authkey)
+            except (AuthenticationError, EOFError, OSError):
+                conn.close()
+                continue
+            _receive_timeout(conn.fileno(), 0)
+            return conn
 
     def _serve(self, conn: Connection, local: Transport) -> None:
         owed: set[int] = set()  # groups sent a command and not answered back yet
@@ -234,3 +251,13 @@ def _unpack(data: memoryview, arrays: list[np.ndarray], ranges: list[range]) -> 
                                                         offset).reshape((count, *array.shape[1:]))
             offset += count * row
     return data[offset:]
+
+
+def _receive_timeout(fd: int, seconds: float) -> None:
+    """Limit how long a blocking read of socket ``fd`` waits (0: no limit), in the kernel, so that it holds for any
+    reader of the descriptor (a ``Connection``)."""
+    sock = socket.socket(fileno=fd)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", int(seconds), int(seconds % 1 * 1e6)))
+    finally:
+        sock.detach()

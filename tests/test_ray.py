@@ -19,6 +19,7 @@ from fakes import BigArraysEnv, FaultyEnv, SpaceEnv
 from helpers import run_without
 
 import shoal
+from shoal import errors
 from shoal.bench import sweep
 from shoal.errors import ConfigError, EnvError, WorkerDiedError
 
@@ -74,6 +75,19 @@ def test_large_actions_and_replies_crossing_do_not_block_either_side():
             obs, _, _, _, info = envs.recv(timeout=60)
             for row, env_id in enumerate(info["env_id"].tolist()):  # each env's own step count and last action
                 assert obs[row, :3].tolist() == [steps[env_id] % 256, *sent[env_id]]
+
+
+def test_a_command_that_cannot_be_pickled_is_named_and_nothing_is_sent():
+    import threading
+
+    lock = threading.Lock()
+    fns = [functools.partial(SpaceEnv, "box_f32", "discrete")] * 2
+    with shoal.make(fns, backend="ray", num_workers=2) as envs:
+        envs.reset(seed=0)
+        with pytest.raises(errors.UnpicklableError, match=r"the arguments of call\('scaled'\) cannot be pickled"):
+            envs.call("scaled", lock)
+        assert envs.call("scaled", 2) == (0, 0)  # nothing was sent: the env is in step and usable
+        envs.step(np.zeros(2, np.int64))
 
 
 def test_an_env_that_raises_in_an_actor_is_named():

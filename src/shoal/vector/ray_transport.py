@@ -32,7 +32,7 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from shoal.errors import ConfigError, MissingDependencyError, WorkerDiedError
+from shoal.errors import ConfigError, MissingDependencyError, UnpicklableError, WorkerDiedError
 from shoal.vector import _worker
 from shoal.vector.buffers import BufferSpec
 from shoal.vector.channel import Channel
@@ -205,13 +205,20 @@ class RayTransport(Transport):
     # -- moving data -----------------------------------------------------------------------------------------------
 
     def dispatch(self, commands: dict[int, Command]) -> None:
-        messages(commands)  # that each one can be sent, before any is
         by_node: dict[int, dict[int, Command]] = {}
         for group, command in commands.items():
             by_node.setdefault(self._node_of[group].index, {})[group] = command
-        for index, mine in by_node.items():
-            actions = [self._actions(g) if c.op is Op.STEP else None for g, c in mine.items()]
-            self._send(self._nodes[index], command_request(mine, actions), list(mine))
+        try:  # every request pickled before any is sent: one that cannot be leaves no node out of step
+            requests = [
+                (self._nodes[index], command_request(mine, [self._actions(g) if c.op is Op.STEP else None
+                                                            for g, c in mine.items()]), list(mine))
+                for index, mine in by_node.items()
+            ]
+        except UnpicklableError:
+            messages(commands)  # raises the error naming the command that cannot be sent
+            raise
+        for node, message, groups in requests:
+            self._send(node, message, groups)
 
     def step(self, groups: Sequence[int]) -> None:
         key = tuple(groups)

@@ -209,3 +209,32 @@ def test_streams_seed_what_is_unseeded_and_nothing_else():
     rng.seed(np.array([3]), [7])  # an explicit seed restarts a stream; the same seed gives the same stream
     assert rng.state[3] == seeded[0]
     assert rng.uniform(np.array([3]))[0] == rng.uniform(np.array([0]))[0]
+
+
+def test_an_autoreset_hands_the_env_seeds_that_read_as_a_list_of_nones():
+    """The autoreset's seeds are not a list (building [None] * 65536 cost a step ~90 us) but read as one."""
+    seen = []
+
+    class Recorder(BatchEnv):
+        single_observation_space = spaces.Box(0, 1, (1,), np.float32)
+        single_action_space = spaces.Discrete(2)
+
+        def reset(self, ids, seeds, out):
+            out.obs[:] = 0
+            if seeds[0] is not None:  # the user's reset(seed=1)
+                return
+            nones = [None] * len(ids)
+            with pytest.raises(IndexError):
+                seeds[len(ids)]
+            seen.append((list(seeds) == nones, len(seeds) == len(ids), seeds[-1] is None,
+                         list(seeds[1:]) == nones[1:], seeds.count(None) == len(ids), seeds.count(0) == 0))
+
+        def step(self, ids, actions, out):
+            out.obs[:] = 0
+            out.terminations[:] = True
+
+    with shoal.make(Recorder, 3, backend="serial") as envs:
+        envs.reset(seed=1)
+        envs.step(np.zeros(3, np.int64))
+        envs.step(np.zeros(3, np.int64))  # every env autoresets
+    assert len(seen) == 1 and all(seen[0]), seen

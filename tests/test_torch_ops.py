@@ -77,9 +77,18 @@ def test_generic_env_with_flattened_dict_observations():
         ops_envs.reset(seed=0)
         np_envs.reset(seed=0)
         handle, send, step, recv, _, _ = ops_envs.torch()
+        ending = np.zeros(3, bool)
+        resets = 0
         for t in range(60):
             actions = np.array([t % 2, (t // 3) % 2, 1])
-            assert_tensors_equal_numpy(step(handle, torch.from_numpy(actions))[:4], np_envs.step(actions)[:4])
+            got = step(handle, torch.from_numpy(actions))
+            expected = np_envs.step(actions)
+            assert_tensors_equal_numpy(got[:4], expected[:4])
+            # an env whose episode ended last step only resets (next-step autoreset): it takes no step
+            assert got[4].tolist() == (~ending).astype(int).tolist()
+            resets += ending.sum()
+            ending = expected[2] | expected[3]
+        assert 0 < resets and resets < 3 * 60 / 4  # mixed batches: some envs reset while others step
 
 
 def test_async_batches_through_the_ops():

@@ -55,7 +55,7 @@ from gymnasium.vector.utils import batch_space
 
 from shoal.errors import ConfigError, EnvOutputError
 from shoal.vector.buffers import Buffers
-from shoal.vector.engine import Engine, blame, env_error, run_of
+from shoal.vector.engine import Engine, NoSeeds, blame, env_error, run_of
 from shoal.vector.heap import retain_freed_memory
 
 # -- the interface ------------------------------------------------------------------------------------------------
@@ -132,7 +132,7 @@ class Streams:
     def seed(self, ids: np.ndarray, seeds: Sequence[int | None]) -> None:
         """Seed instance ``ids[j]`` with ``seeds[j]``; an instance never seeded gets a seed from the OS."""
         ids = np.asarray(ids)
-        if seeds.count(None) == len(seeds) if isinstance(seeds, list) else all(s is None for s in seeds):
+        if seeds.count(None) == len(seeds) if isinstance(seeds, (list, NoSeeds)) else all(s is None for s in seeds):
             if not self._unseeded:  # the usual autoreset: nothing to seed
                 return
             ids = ids[~self.seeded[ids]]  # checked without a Python loop
@@ -337,7 +337,7 @@ class BatchEngine(Engine):
     def _reset_envs(self, ids: np.ndarray, seeds: Sequence[int | None], options: dict | None) -> list[dict]:
         if options:
             raise ConfigError(f"batch-native env {self._name} takes no reset options, got {sorted(options)}")
-        seeds = seeds if type(seeds) is list else list(seeds)
+        seeds = seeds if type(seeds) in (list, NoSeeds) else list(seeds)
         return self._call(ids, "reset", lambda local, out: self.env.reset(local, seeds, out))
 
     def _step_envs(self, ids: np.ndarray, actions: np.ndarray) -> list[dict]:

@@ -48,9 +48,9 @@ def _check_range(array: np.ndarray, low: Any, high: Any, where: str) -> None:
     """Every element within [low, high] (inclusive; low/high broadcast against the trailing axes)."""
     unsigned, largest = _UNSIGNED.get(array.dtype, (None, 0))
     if unsigned is not None and type(low) is int and low == 0 and type(high) is int and high <= largest:
-        # [0, high] in one comparison: read as unsigned, a negative is above the dtype's largest value, so above
-        # high. 2x faster on a large batch
-        if not (array.view(unsigned) > high).any():
+        # [0, high] in one reduction: read as unsigned, a negative is above the dtype's largest value, so above
+        # high. 2-3x faster than two comparisons on a large batch (and a max makes no temporary array)
+        if array.view(unsigned).max(initial=0) <= high:
             return
     bad = (array < low) | (array > high)
     if bad.any():

@@ -164,6 +164,8 @@ class GymEngine(Engine):
         for env_id, row, action, over in zip(ids.tolist(), b.target_rows(ids).tolist(), actions, overs):
             if over:  # the autoreset: a reset with no seed or options is this env's whole step
                 infos.append(self._reset(env_id, row, None, None))
+                rewards[env_id] = 0.0
+                terms[env_id] = truncs[env_id] = False
                 continue
             try:
                 obs, reward, terminated, truncated, info = envs[env_id - first].step(action)

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import traceback
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from contextlib import contextmanager
 from enum import IntEnum
-from collections.abc import Sequence
 from itertools import repeat
 from typing import Any, Iterator, NamedTuple
 

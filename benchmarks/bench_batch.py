@@ -59,8 +59,10 @@ def _serial_rate(env_id: str, envs: int, seconds: float) -> float:
 def bare(env_id: str, envs: int, seconds: float, processes: int = 2) -> float:
     """Steps/s of ``processes`` independent processes at once, each stepping ``envs // processes`` envs serially."""
     with ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn")) as pool:
-        pool.submit(_serial_rate, env_id, 1, 0.01).result()  # the processes up and shoal imported before timing
-        pool.submit(_serial_rate, env_id, 1, 0.01).result()
+        # Every process up and shoal imported before timing: submitted together, so that the pool starts them all
+        # (one submitted after another's answer would go to the process already idle)
+        for warm in [pool.submit(_serial_rate, env_id, 1, 0.01) for _ in range(processes)]:
+            warm.result()
         rates = [pool.submit(_serial_rate, env_id, envs // processes, seconds) for _ in range(processes)]
         return sum(rate.result() for rate in rates)
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import multiprocessing as mp
 import os
+import statistics
 import sys
 import time
 
@@ -53,15 +54,6 @@ def sustained(envs, seconds: float) -> float:
     return rate
 
 
-def averaged(runs, rounds: int) -> dict[str, float]:
-    """Each of ``runs`` once per round, in turn (as ``interleaved``); the mean rate of each."""
-    rates: dict[str, list[float]] = {name: [] for name in runs}
-    for _ in range(rounds):
-        for name, run in runs.items():
-            rates[name].append(run())
-    return {name: sum(values) / len(values) for name, values in rates.items()}
-
-
 def configs(fn, n):
     fns = [fn] * n
     yield "shoal default", lambda: shoal.make(fns)
@@ -84,20 +76,16 @@ def main() -> None:
     print(f"{'busy':>4s} {'workload':10s} {'envs':>4s}  {'config':16s} {'steps/s':>10s}")
     summary = []
     for busy in args.busy:
+        rate_of, pick = (sustained, statistics.mean) if busy else (measure, max)
         hogs = [mp.Process(target=spin, daemon=True) for _ in range(busy)]
         for hog in hogs:
             hog.start()
         try:
             for workload in args.workloads:
                 for n in args.envs:
-                    if busy:
-                        runs = {name: (lambda build=build: sustained(build(), args.seconds))
-                                for name, build in configs(WORKLOADS[workload], n)}
-                        rates = averaged(runs, args.rounds)
-                    else:
-                        runs = {name: (lambda build=build: measure(build(), args.seconds))
-                                for name, build in configs(WORKLOADS[workload], n)}
-                        rates = interleaved(runs, args.rounds)
+                    runs = {name: (lambda build=build: rate_of(build(), args.seconds))
+                            for name, build in configs(WORKLOADS[workload], n)}
+                    rates = interleaved(runs, args.rounds, pick)
                     for name, sps in rates.items():
                         print(f"{busy:4d} {workload:10s} {n:4d}  {name:16s} {sps:10,.0f}", flush=True)
                     summary.append((busy, workload, n, rates))

@@ -3,6 +3,7 @@
 import csv
 import json
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -277,6 +278,8 @@ def test_interleaved_runs_every_measurement_each_round_in_turn_and_keeps_its_bes
     runs = {name: (lambda name=name: calls.append(name) or next(rates[name])) for name in rates}
     assert interleaved(runs, 3) == {"a": 5.0, "b": 7.0}
     assert calls == ["a", "b"] * 3  # round by round, not all of a's rounds first
+    rates = {"a": iter([3.0, 5.0, 4.0]), "b": iter([7.0, 2.0, 0.0])}
+    assert interleaved(runs, 3, statistics.mean) == {"a": 4.0, "b": 3.0}  # another pick of each one's rates
 
 
 @pytest.mark.parametrize("command", [["bench", "--roms", "1", "--seconds", "0.1"], ["sweep", "--games", "pong"]])

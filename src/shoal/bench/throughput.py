@@ -128,14 +128,16 @@ def time_steps(step: Callable[[], int], seconds: float, warmup: int = 10) -> tup
     return steps / elapsed, float(ms.mean()), float(np.percentile(ms, 95))
 
 
-def interleaved(runs: Mapping[Key, Callable[[], float]], rounds: int) -> dict[Key, float]:
+def interleaved(
+    runs: Mapping[Key, Callable[[], float]], rounds: int, pick: Callable[[list[float]], float] = max
+) -> dict[Key, float]:
     """Each of ``runs`` (a measurement returning a rate) once per round, in turn, so that a slow spell of a shared
-    machine falls on all of them alike rather than on one's rounds; the best rate of each."""
+    machine falls on all of them alike rather than on one's rounds; ``pick`` of each one's rates (the best)."""
     rates: dict[Key, list[float]] = {name: [] for name in runs}
     for _ in range(rounds):
         for name, run in runs.items():
             rates[name].append(run())
-    return {name: max(values) for name, values in rates.items()}
+    return {name: pick(values) for name, values in rates.items()}
 
 
 def throughput(

@@ -87,7 +87,7 @@ class Channel:
     def ready(self) -> bool:
         """Whether a message has begun to come (read into the inbox while sending, or waiting to be read): then
         :meth:`recv` does not wait for the other end to start one."""
-        return bool(self._inbox) or bool(self.poller.readable())
+        return self.buffered or bool(self.poller.readable())
 
     @property
     def buffered(self) -> bool:

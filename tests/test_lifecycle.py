@@ -3,12 +3,15 @@ dropped without close(), an interpreter exiting with envs open, and *_wait(timeo
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import gc
 import multiprocessing as mp
+import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 
 import gymnasium as gym
@@ -162,3 +165,101 @@ def test_drop_in_async_returns_at_once_and_times_out():
         envs.reset_wait(timeout=0.05)
     envs.reset_wait()
     envs.close()
+
+
+@contextlib.contextmanager
+def ctrl_c_after(seconds: float):
+    """Ctrl-C as a user's is felt: a KeyboardInterrupt raised in the main thread ``seconds`` from now (through a
+    signal sent to that thread, so a blocking wait is interrupted the way SIGINT interrupts it)."""
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGUSR1, interrupt)
+    timer = threading.Timer(seconds, signal.pthread_kill, (threading.main_thread().ident, signal.SIGUSR1))
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            yield
+    finally:
+        timer.cancel()
+        signal.signal(signal.SIGUSR1, previous)
+
+
+def assert_current(envs, obs, actions):
+    """``obs`` are what each env holds now: its step count (SlowEnv's first entry) and, for an env that stepped
+    rather than reset, this step's action (a stale answer from an interrupted step has an older count or action)."""
+    t = np.array(envs.get_attr("t"), np.float64)
+    np.testing.assert_array_equal(obs[:, 0], t)
+    stepped = t > 0
+    np.testing.assert_array_equal(obs[stepped, 1], actions[stepped])
+
+
+INTERRUPTIBLE = {  # how the envs are hosted: by the calling process, by workers, or both
+    "serial": dict(backend="serial"),
+    "inline": dict(backend="multiprocessing", num_workers=2, inline=True),
+    "workers": dict(backend="multiprocessing", num_workers=2, inline=False),
+    "ray": dict(backend="ray", num_workers=2),
+}
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(
+    "hosting", [pytest.param(k, marks=pytest.mark.ray) if k == "ray" else k for k in INTERRUPTIBLE]
+)
+def test_ctrl_c_during_a_step_never_leaves_a_stale_answer(hosting):
+    """Ctrl-C in the middle of a step (while this process steps its envs or waits for the workers'), then stepping
+    on, as in a notebook: every later step and reset returns what the envs hold then. Before, the interrupted step's
+    answer was taken for the next step's (and the next's for the one after), for good, resets included."""
+    fn = functools.partial(SlowEnv, 0.2)
+    with shoal.make(fn, 4, **INTERRUPTIBLE[hosting]) as envs, shoal.make(fn, 4, backend="serial") as ref:
+        envs.reset(seed=0)
+        with ctrl_c_after(0.05):
+            envs.step(np.full(4, 1))
+        for k in range(2, 5):
+            actions = np.full(4, k)
+            obs, *_ = envs.step(actions)
+            assert_current(envs, obs, actions)
+        with ctrl_c_after(0.05):
+            envs.step(np.full(4, 1))
+        obs, _ = envs.reset(seed=3)
+        np.testing.assert_array_equal(obs, ref.reset(seed=3)[0])
+        with ctrl_c_after(0.05):
+            envs.call("nap", 0.3)
+        actions = np.arange(4)
+        obs, *_ = envs.step(actions)
+        assert_current(envs, obs, actions)
+
+
+@pytest.mark.timeout(60)
+def test_ctrl_c_during_step_wait_leaves_the_step_pending():
+    """As in Gymnasium's AsyncVectorEnv (and as after a timeout): step_wait() again collects the interrupted step;
+    in asynchronous mode a send is refused until then, and a full reset drops what is in flight."""
+    fn = functools.partial(SlowEnv, 0.2)
+    with shoal.make(fn, 4, num_workers=2, inline=False) as envs:
+        envs.reset(seed=0)
+        actions = np.array([1, 2, 3, 4])
+        envs.step_async(actions)
+        with ctrl_c_after(0.05):
+            envs.step_wait()
+        obs, *_ = envs.step_wait()
+        assert_current(envs, obs, actions)
+    with shoal.make(fn, 4, num_workers=2, batch_size=2) as envs:
+        envs.reset(seed=0)
+        envs.step(np.array([1, 2]))  # the two envs the reset did not hand out come back at once: now all four step
+        envs.send(np.array([1, 2]))
+        with ctrl_c_after(0.05):
+            envs.recv()
+        with pytest.raises(AlreadyPendingCallError, match=r"pending call to `step`"):
+            envs.send(np.array([1, 2]))
+        obs, *_, info = envs.recv()
+        assert obs.shape == (2, 2)
+        envs.send(np.array([3, 3]))
+        with ctrl_c_after(0.05):
+            envs.recv()
+        obs, info = envs.reset(seed=5)
+        assert (obs[:, 0] == 0).all() and len(set(info["env_id"].tolist())) == 2
+        for _ in range(4):
+            envs.send(np.array([2, 2]))
+            obs, *_, info = envs.recv()
+            t = np.array(envs.get_attr("t"), np.float64)[info["env_id"]]
+            np.testing.assert_array_equal(obs[:, 0], t)

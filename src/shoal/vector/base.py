@@ -10,7 +10,8 @@ from __future__ import annotations
 import os
 import warnings
 import weakref
-from typing import Any, Callable, Literal, Sequence
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, Literal, Sequence
 
 import gymnasium
 import numpy as np
@@ -162,6 +163,7 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
         self._buffers = self._transport.buffers
         self._obs_slot0 = self._buffers.slot(0)
         self._state = AsyncState.DEFAULT
+        self._interrupted = False  # an interrupt (Ctrl-C) cut a wait short: see _collecting and _check_idle
         self._held: list[int] | None = None  # groups whose envs the caller holds (None before the first reset)
         self._held_ids = np.arange(0)  # their env ids, in batch order (set with _held by _hold)
         self._held_rows: Any = slice(0)  # and their buffer rows (a slice when consecutive)
@@ -301,7 +303,7 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
         self, seed: int | Sequence[int | None] | None = None, options: dict[str, Any] | None = None
     ) -> None:
         """Start a reset; :meth:`reset_wait` returns its results."""
-        self._check_idle("reset_async")
+        self._check_idle("reset_async", full="reset_mask" not in (options or {}))
         options = dict(options or {})
         mask = options.pop("reset_mask", None)
         if seed is None and self._held is None:
@@ -346,7 +348,7 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
         check_timeout(timeout)
         self._check_waiting(AsyncState.WAITING_RESET, "reset_wait")
         groups, full = self._reset_request
-        try:
+        with self._collecting():
             if full and self.is_async:
                 answers = self._absorb(self._collect_any(self._wanted, timeout))
                 self._hold([g for g, _ in answers])
@@ -354,12 +356,6 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
                 answers = self._absorb(self._transport.collect(groups, timeout))
                 if full:
                     self._hold(list(range(len(self.groups))))
-        except WaitTimeoutError:
-            raise
-        except BaseException:
-            self._state = AsyncState.DEFAULT
-            raise
-        self._state = AsyncState.DEFAULT
         if self.is_async:
             ids, rows = self._held_ids, self._held_rows
             return self._observations(rows), self._infos(answers, ids, rows)
@@ -472,25 +468,20 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
     def _receive(self, timeout: float | None = None) -> tuple[list[tuple[int, Any]], np.ndarray | None, Any]:
         """Wait for a sent step: the answers, the env ids of the batch (None: all, in order) and its buffer rows.
 
-        The results stay in the shared buffers (rows ``rows``) until the next :meth:`send`. A timeout leaves the
-        step pending (nothing read is lost); any other error ends it.
+        The results stay in the shared buffers (rows ``rows``) until the next :meth:`send`. A timeout or an
+        interrupt leaves the step pending (nothing read is lost); any other error ends it.
         """
         self._check_waiting(AsyncState.WAITING_STEP, "recv")
         if timeout is not None:
             check_timeout(timeout)
-        try:
+        with self._collecting():
             if not self.is_async:
                 answers = self._transport.collect(self._sent, timeout)
-                self._state = AsyncState.DEFAULT
-                return self._absorb(answers), None, slice(None)
-            answers = self._collect_any(self._wanted, timeout)
-        except WaitTimeoutError:
-            raise
-        except BaseException:
-            self._state = AsyncState.DEFAULT
-            raise
-        self._state = AsyncState.DEFAULT
+            else:
+                answers = self._collect_any(self._wanted, timeout)
         answers = self._absorb(answers)
+        if not self.is_async:
+            return answers, None, slice(None)
         self._hold([g for g, _ in answers])
         return answers, self._held_ids, self._held_rows
 
@@ -678,8 +669,51 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
         None: it does not)."""
         return None
 
-    def _check_idle(self, name: str) -> None:
+    def _check_idle(self, name: str, full: bool = False) -> None:
+        """``name`` starts new work; ``full``: it is a full reset.
+
+        What an interrupt (Ctrl-C during a wait, or while this process stepped its own envs or told the workers to
+        step theirs) left owed by the envs is collected and dropped first, so that no later call takes a stale
+        answer for its own. In synchronous mode that is anything owed while no call is pending (one check per
+        call; a pending call cut short by an interrupt is dropped the same way). In asynchronous mode batches are
+        in flight by design, and only a full reset drops them; a ``send`` after an interrupted ``recv`` is refused
+        as for any pending call (``recv`` again collects it)."""
+        if self.closed:
+            pass
+        elif self.is_async:
+            if self._interrupted and full:
+                self._drop_owed()
+        elif self._interrupted or (self._state is AsyncState.DEFAULT and self._transport.owes()):
+            self._drop_owed()
         check_idle(self._state, self.closed, name)
+
+    def _drop_owed(self) -> None:
+        """Collect and drop every answer the envs owe, and what was read and not collected: nothing is pending."""
+        self._transport.drain()
+        self._ready = []
+        if self.is_async and self._held is not None:
+            self._hold(list(range(len(self.groups))))  # nothing is in flight now: the full reset holds its batch
+        self._state = AsyncState.DEFAULT
+        self._interrupted = False
+
+    @contextmanager
+    def _collecting(self) -> Iterator[None]:
+        """Around the wait for a pending call's answers. A timeout, or an interrupt (Ctrl-C), leaves the call
+        pending with what was read kept, so that waiting again collects it (Gymnasium's AsyncVectorEnv keeps an
+        interrupted call pending too; after an interrupt, new work drops it: :meth:`_check_idle`); any other error
+        ends the call, every answer having been read first (:meth:`Transport.collect`)."""
+        try:
+            yield
+        except WaitTimeoutError:
+            raise
+        except Exception:
+            self._state = AsyncState.DEFAULT
+            raise
+        except BaseException:
+            self._interrupted = True
+            raise
+        self._state = AsyncState.DEFAULT
+        self._interrupted = False
 
     def _check_waiting(self, state: AsyncState, name: str) -> None:
         check_waiting(self._state, state, self.closed, name)

@@ -11,7 +11,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from shoal.errors import ConfigError, WaitTimeoutError
+from shoal.errors import ConfigError
 from shoal.vector.engine import Command, Op
 from shoal.vector.state import AsyncState, check_timeout
 
@@ -36,14 +36,8 @@ class Calls:
         """
         check_timeout(timeout)
         self._check_waiting(AsyncState.WAITING_CALL, "call_wait")
-        try:
+        with self._collecting():
             answers = self._transport.collect(list(range(len(self.groups))), timeout)
-        except WaitTimeoutError:
-            raise
-        except BaseException:
-            self._state = AsyncState.DEFAULT
-            raise
-        self._state = AsyncState.DEFAULT
         return tuple(value for _, result in answers for value in result)
 
     def get_attr(self, name: str) -> tuple[Any, ...]:

@@ -168,6 +168,16 @@ class MultiprocessingTransport(Transport):
                 raise self._died(host) from None
             self._queued[host].extend(members)
 
+    def owes(self) -> bool:
+        return bool(self._answers) or any(self._queued.values())
+
+    def drain(self) -> None:
+        owing = self._read_available()
+        while owing:
+            self._wait(owing, 1)
+            owing = self._read_available()
+        self._answers.clear()
+
     def gather(self, groups: Sequence[int], timeout: float | None = None) -> list[tuple[int, tuple[bool, Any]]]:
         deadline = None if timeout is None else time.monotonic() + timeout
         for group in groups:
@@ -273,7 +283,7 @@ class MultiprocessingTransport(Transport):
     def _died(self, host: int) -> EnvError:
         proc = self._procs[host]
         proc.join(timeout=1.0)
-        ids = self.host_ids(host)
+        ids = self.span(self.hosts[host])
         return WorkerDiedError(
             f"worker {host} (pid {proc.pid}, hosting envs {ids.start}..{ids.stop - 1}) died with exit code "
             f"{proc.exitcode}{' (killed by signal ' + str(-proc.exitcode) + ')' if (proc.exitcode or 0) < 0 else ''}; "

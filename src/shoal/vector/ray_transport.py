@@ -186,7 +186,7 @@ class RayTransport(Transport):
                 scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
             ).remote(factory_bytes, [self.groups[g] for g in groups], local_hosts, groups[0], spec,
                      autoreset_mode, key)
-            node = _Node(len(self._nodes), actor, groups, self._span(groups))
+            node = _Node(len(self._nodes), actor, groups, self.span(groups))
             self._nodes.append(node)
             self._node_of.update((g, node) for g in groups)
         replies = self._get([n.actor.ready.remote() for n in self._nodes], self._nodes, _START_S)
@@ -198,9 +198,6 @@ class RayTransport(Transport):
             node.serving = node.actor.serve.remote()
             node.channel = Channel(dial(address, key, node.index), draining=True)
             node.where, node.node_id, node.pid = f"on {address[0]}, pid {pid}", node_id, pid
-
-    def _span(self, groups: list[int]) -> range:
-        return range(self.groups[groups[0]].start, self.groups[groups[-1]].stop)
 
     # -- moving data -----------------------------------------------------------------------------------------------
 
@@ -242,6 +239,16 @@ class RayTransport(Transport):
             node.channel.send(message)
         except OSError:  # the actor is gone: these groups (and any it owed) get the error naming its envs
             self._fail(node)
+
+    def owes(self) -> bool:
+        return bool(self._answers) or any(node.owed for node in self._nodes)
+
+    def drain(self) -> None:
+        owing = [node for node in self._nodes if node.owed]
+        while owing:
+            self._wait(owing, None)
+            owing = [node for node in self._nodes if node.owed]
+        self._answers.clear()
 
     def gather(self, groups: Sequence[int], timeout: float | None = None) -> list[tuple[int, tuple[bool, Any]]]:
         deadline = None if timeout is None else time.monotonic() + timeout

@@ -46,6 +46,13 @@ class SerialTransport(Transport):
             self._done[group] = (False, exc)
         self._order.append(group)
 
+    def owes(self) -> bool:
+        return bool(self._done)
+
+    def drain(self) -> None:
+        self._done.clear()
+        self._order.clear()
+
     def gather(self, groups: Sequence[int], timeout: float | None = None) -> list[tuple[int, tuple[bool, Any]]]:
         for group in groups:
             self._order.remove(group)

@@ -51,10 +51,9 @@ class Transport(ABC):
         self.host_of = {g: h for h, members in enumerate(self.hosts) for g in members}
         self.group_ids = [np.arange(r.start, r.stop) for r in self.groups]  # each group's env ids, as an array
 
-    def host_ids(self, host: int) -> range:
-        """The env ids of host ``host``: its groups' ids, which are consecutive."""
-        members = self.hosts[host]
-        return range(self.groups[members[0]].start, self.groups[members[-1]].stop)
+    def span(self, groups: Sequence[int]) -> range:
+        """The env ids of consecutive ``groups`` (a host's, a node's)."""
+        return range(self.groups[groups[0]].start, self.groups[groups[-1]].stop)
 
     @abstractmethod
     def dispatch(self, commands: dict[int, Command]) -> None:
@@ -78,6 +77,15 @@ class Transport(ABC):
         """Wait until ``count`` of the groups in flight have answered; ``(group, result)`` in the order they did.
         ``timeout`` and errors as in :meth:`collect`."""
         return raise_first(self.gather_any(count, timeout))
+
+    @abstractmethod
+    def owes(self) -> bool:
+        """Whether some group still owes an answer, or has one read and not collected."""
+
+    @abstractmethod
+    def drain(self) -> None:
+        """Wait for every answer owed and drop it with those read and not collected (after an interrupt cut a call
+        short: see ``VectorEnv._check_idle``). A dead host's groups count as answered, as in :meth:`collect`."""
 
     @abstractmethod
     def gather(self, groups: Sequence[int], timeout: float | None = None) -> list[tuple[int, tuple[bool, Any]]]:

@@ -10,8 +10,7 @@ from __future__ import annotations
 import os
 import warnings
 import weakref
-from contextlib import contextmanager
-from typing import Any, Callable, Iterator, Literal, Sequence
+from typing import Any, Callable, Literal, Sequence
 
 import gymnasium
 import numpy as np
@@ -163,7 +162,7 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
         self._buffers = self._transport.buffers
         self._obs_slot0 = self._buffers.slot(0)
         self._state = AsyncState.DEFAULT
-        self._interrupted = False  # an interrupt (Ctrl-C) cut a wait short: see _collecting and _check_idle
+        self._interrupted = False  # an interrupt (Ctrl-C) cut a wait short: see _cut_short and _check_idle
         self._held: list[int] | None = None  # groups whose envs the caller holds (None before the first reset)
         self._held_ids = np.arange(0)  # their env ids, in batch order (set with _held by _hold)
         self._held_rows: Any = slice(0)  # and their buffer rows (a slice when consecutive)
@@ -348,7 +347,7 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
         check_timeout(timeout)
         self._check_waiting(AsyncState.WAITING_RESET, "reset_wait")
         groups, full = self._reset_request
-        with self._collecting():
+        try:
             if full and self.is_async:
                 answers = self._absorb(self._collect_any(self._wanted, timeout))
                 self._hold([g for g, _ in answers])
@@ -356,6 +355,10 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
                 answers = self._absorb(self._transport.collect(groups, timeout))
                 if full:
                     self._hold(list(range(len(self.groups))))
+        except BaseException as exc:
+            self._cut_short(exc)
+            raise
+        self._state, self._interrupted = AsyncState.DEFAULT, False
         if self.is_async:
             ids, rows = self._held_ids, self._held_rows
             return self._observations(rows), self._infos(answers, ids, rows)
@@ -474,11 +477,15 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
         self._check_waiting(AsyncState.WAITING_STEP, "recv")
         if timeout is not None:
             check_timeout(timeout)
-        with self._collecting():
+        try:
             if not self.is_async:
                 answers = self._transport.collect(self._sent, timeout)
             else:
                 answers = self._collect_any(self._wanted, timeout)
+        except BaseException as exc:
+            self._cut_short(exc)
+            raise
+        self._state, self._interrupted = AsyncState.DEFAULT, False
         answers = self._absorb(answers)
         if not self.is_async:
             return answers, None, slice(None)
@@ -696,24 +703,18 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
         self._state = AsyncState.DEFAULT
         self._interrupted = False
 
-    @contextmanager
-    def _collecting(self) -> Iterator[None]:
-        """Around the wait for a pending call's answers. A timeout, or an interrupt (Ctrl-C), leaves the call
-        pending with what was read kept, so that waiting again collects it (Gymnasium's AsyncVectorEnv keeps an
-        interrupted call pending too; after an interrupt, new work drops it: :meth:`_check_idle`); any other error
-        ends the call, every answer having been read first (:meth:`Transport.collect`)."""
-        try:
-            yield
-        except WaitTimeoutError:
-            raise
-        except Exception:
+    def _cut_short(self, exc: BaseException) -> None:
+        """The wait for a pending call's answers ended in ``exc`` (a wait that ends well makes the state default).
+        A timeout, or an interrupt (Ctrl-C), leaves the call pending with what was read kept, so that waiting again
+        collects it (Gymnasium's AsyncVectorEnv keeps an interrupted call pending too; after an interrupt, new work
+        drops it: :meth:`_check_idle`); any other error ends the call, every answer having been read first
+        (:meth:`Transport.collect`). Not a context manager: this is on every step's path, and one costs ~1 us."""
+        if isinstance(exc, WaitTimeoutError):
+            return
+        if isinstance(exc, Exception):
             self._state = AsyncState.DEFAULT
-            raise
-        except BaseException:
+        else:
             self._interrupted = True
-            raise
-        self._state = AsyncState.DEFAULT
-        self._interrupted = False
 
     def _check_waiting(self, state: AsyncState, name: str) -> None:
         check_waiting(self._state, state, self.closed, name)

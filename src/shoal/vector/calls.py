@@ -36,8 +36,12 @@ class Calls:
         """
         check_timeout(timeout)
         self._check_waiting(AsyncState.WAITING_CALL, "call_wait")
-        with self._collecting():
+        try:
             answers = self._transport.collect(list(range(len(self.groups))), timeout)
+        except BaseException as exc:
+            self._cut_short(exc)
+            raise
+        self._state, self._interrupted = AsyncState.DEFAULT, False
         return tuple(value for _, result in answers for value in result)
 
     def get_attr(self, name: str) -> tuple[Any, ...]:

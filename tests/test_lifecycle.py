@@ -207,11 +207,13 @@ INTERRUPTIBLE = {  # how the envs are hosted: by the calling process, by workers
     "hosting", [pytest.param(k, marks=pytest.mark.ray) if k == "ray" else k for k in INTERRUPTIBLE]
 )
 def test_ctrl_c_during_a_step_never_leaves_a_stale_answer(hosting):
-    """Ctrl-C in the middle of a step (while this process steps its envs or waits for the workers'), then stepping
-    on, as in a notebook: every later step and reset returns what the envs hold then. Before, the interrupted step's
+    """Ctrl-C in the middle of a reset, a step or a call (while this process steps its envs or waits for the
+    workers'), then going on, as in a notebook: every later step and reset returns what the envs hold then. Before, the interrupted step's
     answer was taken for the next step's (and the next's for the one after), for good, resets included."""
-    fn = functools.partial(SlowEnv, 0.2)
+    fn = functools.partial(SlowEnv, 0.2, reset_delay=0.2)
     with shoal.make(fn, 4, **INTERRUPTIBLE[hosting]) as envs, shoal.make(fn, 4, backend="serial") as ref:
+        with ctrl_c_after(0.05):
+            envs.reset(seed=1)
         envs.reset(seed=0)
         with ctrl_c_after(0.05):
             envs.step(np.full(4, 1))

@@ -442,10 +442,15 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
             self._used_sequences |= set(commands)
         elif self._used_sequences:
             self._used_sequences -= set(self._held)
-        if commands is not None:
-            self._transport.dispatch(commands)
-        else:
-            self._transport.step(self._held)
+        try:
+            if commands is not None:
+                self._transport.dispatch(commands)
+            else:
+                self._transport.step(self._held)
+        except BaseException as exc:
+            if not isinstance(exc, Exception):  # an interrupt: some groups may be stepping (see _check_idle)
+                self._interrupted = True
+            raise
         self._sent = self._held
         self._state = AsyncState.WAITING_STEP
 
@@ -684,12 +689,18 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
         answer for its own. In synchronous mode that is anything owed while no call is pending (one check per
         call; a pending call cut short by an interrupt is dropped the same way). In asynchronous mode batches are
         in flight by design, and only a full reset drops them; a ``send`` after an interrupted ``recv`` is refused
-        as for any pending call (``recv`` again collects it)."""
+        as for any pending call (``recv`` again collects it), and after an interrupted ``send`` only a full reset
+        may start new work."""
         if self.closed:
             pass
         elif self.is_async:
             if self._interrupted and full:
                 self._drop_owed()
+            elif self._interrupted and self._state is AsyncState.DEFAULT:
+                raise NotResetError(
+                    f"{name}: an interrupt (Ctrl-C) cut short the send that started the last batch, so which envs "
+                    f"are stepping is not known; reset() to go on"
+                )
         elif self._interrupted or (self._state is AsyncState.DEFAULT and self._transport.owes()):
             self._drop_owed()
         check_idle(self._state, self.closed, name)

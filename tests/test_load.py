@@ -5,6 +5,7 @@ import functools
 import multiprocessing as mp
 import os
 import sys
+import time
 
 import gymnasium as gym
 import numpy as np
@@ -21,18 +22,27 @@ CORES = os.cpu_count() or 1
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the load is read from /proc/loadavg")
 
 
-def _spin():
+def _spin(started):
+    started.set()
     while True:
         pass
 
 
 @pytest.fixture
 def busy_machine():
-    """One more process that never sleeps than there are cores, for the length of the test."""
-    hogs = [mp.get_context("fork").Process(target=_spin, daemon=True) for _ in range(CORES + 1)]
+    """One more process that never sleeps than there are cores, for the length of the test: spinning, and seen by
+    the kernel as runnable, before the test starts (a vector env made while they were still starting read an idle
+    machine now and then in a full run)."""
+    ctx = mp.get_context("fork")
+    started = [ctx.Event() for _ in range(CORES + 1)]
+    hogs = [ctx.Process(target=_spin, args=(event,), daemon=True) for event in started]
     for hog in hogs:
         hog.start()
     try:
+        assert all(event.wait(10) for event in started)
+        deadline = time.monotonic() + 5
+        while other_runnable() < CORES and time.monotonic() < deadline:
+            time.sleep(0.01)
         yield len(hogs)
     finally:
         for hog in hogs:
@@ -85,6 +95,22 @@ def test_busy_processes_are_counted(busy_machine):
 def test_step_seconds_times_a_few_steps():
     assert step_seconds(functools.partial(SlowEnv, delay=0.002)) >= 0.002
     assert step_seconds(lambda: gym.make("CartPole-v1")) < 0.002
+
+
+class StalledOnceEnv(CountingEnv):
+    """A cheap env whose third step stalls 20 ms, as a step does when a busy machine takes the core away."""
+
+    def step(self, action):
+        self.stalls = getattr(self, "stalls", 0) + 1
+        if self.stalls == 3:
+            time.sleep(0.02)
+        return super().step(action)
+
+
+def test_step_seconds_does_not_count_a_lost_core_against_the_env():
+    """One stalled step among a few: a mean would make the env look ~1 ms a step (dear: it would keep workers on a
+    busy machine); the median says what a step costs."""
+    assert step_seconds(StalledOnceEnv, budget_s=0.05) < 1e-3
 
 
 def test_step_seconds_of_an_env_that_cannot_be_timed_is_unknown():

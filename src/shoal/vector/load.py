@@ -15,6 +15,7 @@ busy later is not followed (``benchmarks/bench_busy.py`` measures both sides).
 from __future__ import annotations
 
 import logging
+import statistics
 import time
 from typing import Any, Callable
 
@@ -51,9 +52,13 @@ def other_runnable(readings: int = _READINGS, gap_s: float = _READING_GAP_S) -> 
 
 
 def step_seconds(make_env: Callable[[], Any], budget_s: float = 5e-3, max_steps: int = 16) -> float | None:
-    """The mean time of a few steps (after a seeded reset and one untimed step; sampled actions; within ``budget_s``)
-    of an env made by ``make_env`` (and closed); None where that cannot be timed (a human-rendering env, or one that
-    raises: the vector env's own envs report that, naming the env, when they step)."""
+    """The median time of a few steps (after a seeded reset and one untimed step; sampled actions; within
+    ``budget_s``) of an env made by ``make_env`` (and closed); None where that cannot be timed (a human-rendering
+    env, or one that raises: the vector env's own envs report that, naming the env, when they step).
+
+    The median, not the mean: on a busy machine the process may lose the core for a few milliseconds during these
+    steps, and a mean would count that against the env (CartPole then looked 10-40x dearer than it is, and kept its
+    workers)."""
     try:
         env = make_env()
     except Exception as exc:  # a probe only: the vector env's envs raise it again where it is reported
@@ -67,13 +72,15 @@ def step_seconds(make_env: Callable[[], Any], budget_s: float = 5e-3, max_steps:
         space.seed(0)
         actions = [space.sample() for _ in range(max_steps + 1)]  # drawn before: sampling is not the env's cost
         env.step(actions.pop())  # untimed: a first step may be checked (Gymnasium's env checker) or warm caches
-        steps, start = 0, time.perf_counter()
-        while steps < max_steps and (steps == 0 or time.perf_counter() - start < budget_s):
-            _, _, terminated, truncated, _ = env.step(actions[steps])
-            steps += 1
+        times: list[float] = []
+        start = time.perf_counter()
+        while len(times) < max_steps and (not times or time.perf_counter() - start < budget_s):
+            before = time.perf_counter()
+            _, _, terminated, truncated, _ = env.step(actions[len(times)])
+            times.append(time.perf_counter() - before)
             if terminated or truncated:
                 env.reset()
-        return (time.perf_counter() - start) / steps
+        return statistics.median(times)
     except Exception as exc:
         log.debug("could not time a step of %r: %s", env, exc)
         return None

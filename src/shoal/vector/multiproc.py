@@ -142,31 +142,37 @@ class MultiprocessingTransport(Transport):
         for group, message in messages(remote).items():
             self._send(group, message)
         if self._inline and 0 in commands:  # step our own share while the workers step theirs
-            try:
-                self._answers[0] = (True, self._engine.execute(commands[0]))
-            except Exception as exc:
-                self._answers[0] = (False, exc)
+            self._run_own(self._engine.execute, commands[0])
 
     def step(self, groups: Sequence[int]) -> None:
-        if self._inline:
-            super().step(groups)
-            return
         key = tuple(groups)
         plan = self._plans.get(key)
-        if plan is None:  # per host: its groups' indices within it, and the groups (a few sets of groups recur)
+        if plan is None:  # per worker: its groups' indices within it, and the groups (a few sets of groups recur)
             if len(self._plans) > 256:
                 self._plans.clear()
-            hosts = sorted({self.host_of[g] for g in key})
-            plan = self._plans[key] = [
-                (h, [self._local[g] for g in key if self.host_of[g] == h], [g for g in key if self.host_of[g] == h])
-                for h in hosts
-            ]
-        for host, local, members in plan:  # the hot path: a counter slot per group and one counter per host
+            remote = [g for g in key if not (self._inline and g == 0)]
+            hosts = sorted({self.host_of[g] for g in remote})
+            plan = self._plans[key] = (
+                [(h, [self._local[g] for g in remote if self.host_of[g] == h],
+                  [g for g in remote if self.host_of[g] == h]) for h in hosts],
+                len(remote) < len(key),  # the calling process steps group 0
+            )
+        posts, own = plan
+        for host, local, members in posts:  # the hot path: a counter slot per group and one counter per host
             try:
                 self._links[host].post_steps(local)
             except (BrokenPipeError, ConnectionResetError, EOFError):
                 raise self._died(host) from None
             self._queued[host].extend(members)
+        if own:  # step our own share while the workers step theirs
+            self._run_own(self._engine.run_step, self.group_ids[0])
+
+    def _run_own(self, run: Any, argument: Any) -> None:
+        """``run(argument)`` on the calling process's own group (0); its answer (or error) waits for :meth:`gather`."""
+        try:
+            self._answers[0] = (True, run(argument))
+        except Exception as exc:
+            self._answers[0] = (False, exc)
 
     def owes(self) -> bool:
         return bool(self._answers) or any(self._queued.values())

@@ -208,8 +208,9 @@ INTERRUPTIBLE = {  # how the envs are hosted: by the calling process, by workers
 )
 def test_ctrl_c_during_a_step_never_leaves_a_stale_answer(hosting):
     """Ctrl-C in the middle of a reset, a step or a call (while this process steps its envs or waits for the
-    workers'), then going on, as in a notebook: every later step and reset returns what the envs hold then. Before, the interrupted step's
-    answer was taken for the next step's (and the next's for the one after), for good, resets included."""
+    workers'), then going on, as in a notebook: every later step and reset returns what the envs hold then.
+    Before, the interrupted step's answer was taken for the next step's (and the next's for the one after), for
+    good, resets included."""
     fn = functools.partial(SlowEnv, 0.2, reset_delay=0.2)
     with shoal.make(fn, 4, **INTERRUPTIBLE[hosting]) as envs, shoal.make(fn, 4, backend="serial") as ref:
         with ctrl_c_after(0.05):

@@ -57,8 +57,8 @@ def step_seconds(make_env: Callable[[], Any], budget_s: float = 5e-3, max_steps:
     env, or one that raises: the vector env's own envs report that, naming the env, when they step).
 
     The median, not the mean: on a busy machine the process may lose the core for a few milliseconds during these
-    steps, and a mean would count that against the env (CartPole then looked 10-40x dearer than it is, and kept its
-    workers)."""
+    steps, and a mean would count that against the env (one lost 4 ms slice among 16 CartPole steps of ~10 us makes
+    the mean ~25x the step, enough to call the env dear and keep its workers)."""
     try:
         env = make_env()
     except Exception as exc:  # a probe only: the vector env's envs raise it again where it is reported

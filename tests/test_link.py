@@ -15,7 +15,7 @@ import pytest
 from shoal.vector._counters import Counters
 from shoal.vector import link as link_module
 from shoal.vector.channel import Channel
-from shoal.vector.link import EVENTS, ON_PIPE, PARENT_ASLEEP, Link, PeerClosed, counters_needed, wait
+from shoal.vector.link import EVENTS, ON_PIPE, PARENT_ASLEEP, Link, PeerClosed, Spin, counters_needed, wait
 
 # -- counters ------------------------------------------------------------------------------------------------------
 
@@ -131,8 +131,9 @@ def _echo_worker(conn, memory, count, ring, spin_s, jitter_s):
     link = Link(Channel(conn), Counters(memory, count), 0, ring)
     rng = random.Random(1)
     number = 0
+    spin = Spin(spin_s)
     while True:
-        assert link.wait_command(spin_s, 30.0), "no command within 30 s"
+        assert link.wait_command(spin, 30.0), "no command within 30 s"
         command = link.take_command()
         if command == b"stop":
             return
@@ -160,6 +161,7 @@ def test_link_answers_every_command_in_order_without_lost_wake_ups(spin_s, monke
     link = Link(Channel(parent_end), counters, 0, ring)
     rng = random.Random(2)
     expected: list[bytes] = []
+    spin = Spin(spin_s)  # adapting across the waits, as the backend's does
     try:
         for number in range(1500):
             kind = rng.choice(["step", "payload step", "message"])
@@ -177,7 +179,7 @@ def test_link_answers_every_command_in_order_without_lost_wake_ups(spin_s, monke
                 need = len(expected) if rng.random() < 0.5 else 1
                 while expected:
                     missing = lambda: max(0, min(need, len(expected)) - link.available())  # noqa: E731
-                    assert wait(counters, EVENTS, PARENT_ASLEEP, missing, [link.channel], spin_s, 5.0)
+                    assert wait(counters, EVENTS, PARENT_ASLEEP, missing, [link.channel], spin, 5.0)
                     assert link.take_answer() == expected.pop(0)
         assert counters.load(PARENT_ASLEEP) == 0
         link.post(ON_PIPE, b"stop")
@@ -206,7 +208,31 @@ def test_a_dead_peer_ends_the_wait():
     link.post(0)
     start = time.monotonic()
     with pytest.raises(PeerClosed, match="pipe 0 is closed"):
-        wait(counters, EVENTS, PARENT_ASLEEP, lambda: int(not link.available()), [link.channel], 100e-6, 30.0)
+        wait(counters, EVENTS, PARENT_ASLEEP, lambda: int(not link.available()), [link.channel], Spin(100e-6), 30.0)
     assert time.monotonic() - start < 5.0
     worker.join()
     link.channel.close()
+
+
+def test_the_spin_backs_off_when_spinning_does_not_pay_and_probes_for_when_it_does():
+    """Halved after each spin that runs out, back to the full budget after one that ends in time; under 5 us no
+    spinning, except a full spin every 32nd wait (pinned to one CPU with its worker, a fixed 100 us spin took
+    CartPole x 8 from ~84 to ~370 us a batch: each side spun while the other could not run)."""
+    spin = Spin(100e-6)
+    budgets = []
+    for _ in range(5):
+        budgets.append(spin.next())
+        spin.ended(False)
+    assert budgets == pytest.approx([100e-6, 50e-6, 25e-6, 12.5e-6, 6.25e-6])
+    skipped = [spin.next() for _ in range(Spin.PROBE_EVERY - 1)]
+    assert skipped == [0.0] * (Spin.PROBE_EVERY - 1)
+    assert spin.next() == 100e-6  # the probe
+    spin.ended(False)
+    assert spin.next() == 0.0  # it ran out: still backed off
+    for _ in range(Spin.PROBE_EVERY - 2):
+        spin.next()
+    assert spin.next() == 100e-6
+    spin.ended(True)  # it paid: spinning again
+    assert [spin.next() for _ in range(3)] == [100e-6] * 3
+    never = Spin(0.0)  # processes outnumber cores: nobody spins, probes included
+    assert [never.next() for _ in range(100)] == [0.0] * 100

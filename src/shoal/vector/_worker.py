@@ -25,7 +25,7 @@ from shoal.vector._counters import Counters
 from shoal.vector.channel import Channel
 from shoal.vector.engine import LooseObs
 from shoal.vector.heap import retain_freed_memory
-from shoal.vector.link import Link
+from shoal.vector.link import Link, Spin
 
 CLOSE = b"\x02"
 READY = b"\x03"
@@ -137,15 +137,17 @@ def run(
         return
     link.channel.send(READY)
     group_ids = [np.arange(g.start, g.stop) for g in groups]
+    spin, no_spin = Spin(signals.spin_s), Spin(0.0)
     try:
         while True:
-            # Spin briefly (spin_s is 0 when processes outnumber cores), then sleep, waking now and then to notice
-            # a parent that died without closing its end (a forked sibling may hold that end open).
-            ready = link.wait_command(signals.spin_s, _ORPHAN_POLL_S)
+            # Spin briefly (spin_s is 0 when processes outnumber cores; the budget adapts: link.Spin), then sleep,
+            # waking now and then to notice a parent that died without closing its end (a forked sibling may hold
+            # that end open).
+            ready = link.wait_command(spin, _ORPHAN_POLL_S)
             while not ready:
                 if os.getppid() != parent:
                     return
-                ready = link.wait_command(0.0, _ORPHAN_POLL_S)
+                ready = link.wait_command(no_spin, _ORPHAN_POLL_S)
             command = link.take_command()
             if command == CLOSE:
                 return

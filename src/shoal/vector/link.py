@@ -14,14 +14,19 @@ steps the group, writes the answer slot and bumps ``done`` and ``events``; the p
 them. No pickle, and no system call while both sides are awake: about 1 us where a pipe round trip costs ~12 us on
 a small VM.
 
-A waiter spins on its counter for up to ``spin_s``, then writes into its ``asleep`` counter the value the watched
-counter must reach for it to go on (the parent waiting for two answers is woken once, by the second) and sleeps on
-the watched counter (:meth:`~shoal.vector._counters.Counters.sleep`); the other side, after bumping the counter to
-that value, wakes it (:meth:`~shoal.vector._counters.Counters.wake`). Every counter operation is sequentially
-consistent, so of "bump, then read the sleeper's mark" and "write the mark, then read the counter" one always sees
-the other's write, and the sleep itself returns at once if the counter moved after it was read: no wake-up is
-lost. A sleeper looks every :data:`PEER_CHECK_S` for a pipe closed by a dead peer: its wait ends with
+A waiter spins on its counter for up to its :class:`Spin` budget, then writes into its ``asleep`` counter the value
+the watched counter must reach for it to go on (the parent waiting for two answers is woken once, by the second) and
+sleeps on the watched counter (:meth:`~shoal.vector._counters.Counters.sleep`); the other side, after bumping the
+counter to that value, wakes it (:meth:`~shoal.vector._counters.Counters.wake`). Every counter operation is
+sequentially consistent, so of "bump, then read the sleeper's mark" and "write the mark, then read the counter" one
+always sees the other's write, and the sleep itself returns at once if the counter moved after it was read: no
+wake-up is lost. A sleeper looks every :data:`PEER_CHECK_S` for a pipe closed by a dead peer: its wait ends with
 :class:`PeerClosed`.
+
+Spinning pays only while the other side runs on another CPU. When the scheduler puts the parent and a worker on one
+CPU, each spin burns its whole budget while the side it waits for cannot run (CartPole x 8 with one worker: 81-86 us
+a batch on two CPUs, 366-388 us pinned to one, with a fixed 100 us spin), so the budget adapts (:class:`Spin`:
+181-189 us pinned to one).
 """
 
 from __future__ import annotations
@@ -42,6 +47,35 @@ _SHARED = 2  # counters before the first host's
 def counters_needed(hosts: int, ring: int) -> int:
     """How many counters ``hosts`` links of ``ring`` slots each use."""
     return _SHARED + hosts * (3 + 2 * ring)
+
+
+class Spin:
+    """A waiter's spin budget: ``most`` seconds; halved after each spin the other side did not end in time (it did not
+    run, sharing this CPU, or its work took longer: either way sleeping costs no more), back to ``most`` after one it
+    did. Once the budget is under :attr:`LEAST_S`, a wait does not spin at all, except every :attr:`PROBE_EVERY`-th,
+    which spins ``most`` to find out whether spinning pays again. ``Spin(0)`` never spins."""
+
+    LEAST_S = 5e-6
+    PROBE_EVERY = 32
+    __slots__ = ("most", "budget", "_skipped")
+
+    def __init__(self, most: float) -> None:
+        self.most = self.budget = most
+        self._skipped = 0
+
+    def next(self) -> float:
+        """How long the next wait spins."""
+        if self.budget >= self.LEAST_S:
+            return self.budget
+        self._skipped += 1
+        if self._skipped < self.PROBE_EVERY:
+            return 0.0
+        self._skipped = 0
+        return self.most
+
+    def ended(self, in_time: bool) -> None:
+        """A spin ended: the other side moved the counter ``in_time``, or the spin ran out."""
+        self.budget = self.most if in_time else self.budget / 2
 
 
 class PeerClosed(EOFError):
@@ -104,11 +138,11 @@ class Link:
 
     # -- the worker's side -----------------------------------------------------------------------------------------
 
-    def wait_command(self, spin_s: float, timeout: float | None) -> bool:
-        """Wait until a command is posted (spin ``spin_s``, then sleep up to ``timeout``); whether one was."""
+    def wait_command(self, spin: Spin, timeout: float | None) -> bool:
+        """Wait until a command is posted (spin as ``spin`` says, then sleep up to ``timeout``); whether one was."""
         counters, posted = self.counters, self._posted
         return wait(counters, posted, self._asleep, lambda: int(counters.load(posted) == self.taken), [self.channel],
-                    spin_s, timeout)
+                    spin, timeout)
 
     def take_command(self) -> int | bytes:
         """The next command (call :meth:`wait_command` first): the group to step, or a pickled message."""
@@ -136,13 +170,13 @@ def wait(
     asleep: int,
     missing: Callable[[], int],
     channels: Sequence[Channel],
-    spin_s: float,
+    spin: Spin,
     timeout: float | None,
     poller: Poller | None = None,
 ) -> bool:
     """Wait until ``missing()`` is 0: how many more bumps of counter ``watched`` the caller waits for. Spin on it for
-    up to ``spin_s``, then sleep on it with counter ``asleep`` saying at which value to be woken, up to ``timeout``
-    seconds in all (None: forever). Whether nothing is missing.
+    up to ``spin.next()`` (telling ``spin`` how that went), then sleep on it with counter ``asleep`` saying at which
+    value to be woken, up to ``timeout`` seconds in all (None: forever). Whether nothing is missing.
 
     Raises :class:`PeerClosed` when the other end of one of the ``channels`` (``poller``: one built over them
     already) is found closed, which a sleeper looks for every :data:`PEER_CHECK_S`.
@@ -155,8 +189,12 @@ def wait(
         short = missing()
         if not short:
             return True
-        if spin_s > 0 and counters.wait(watched, seen, spin_s) != seen:
-            continue
+        spin_s = spin.next()
+        if spin_s > 0:
+            in_time = counters.wait(watched, seen, spin_s) != seen
+            spin.ended(in_time)
+            if in_time:
+                continue
         counters.store(asleep, seen + short)
         try:
             if not missing():

@@ -42,6 +42,7 @@ from shoal.vector.link import (
     PEER_CHECK_S,
     Link,
     PeerClosed,
+    Spin,
     closed_channels,
     counters_needed,
     wait,
@@ -84,6 +85,7 @@ class MultiprocessingTransport(Transport):
         if spin_us is None:
             spin_us = _DEFAULT_SPIN_US if processes <= (os.cpu_count() or 1) else 0.0
         self._spin_s = spin_us / 1e6
+        self._spin = Spin(self._spin_s)
         if context is not None and context not in mp.get_all_start_methods():
             raise ConfigError(
                 f"context must be None (the platform's default) or one of {mp.get_all_start_methods()}, got "
@@ -263,7 +265,7 @@ class MultiprocessingTransport(Transport):
 
         timeout = None if deadline is None else max(0.0, deadline - now)
         try:
-            return wait(self._counters, EVENTS, PARENT_ASLEEP, missing, channels, self._spin_s, timeout, poller)
+            return wait(self._counters, EVENTS, PARENT_ASLEEP, missing, channels, self._spin, timeout, poller)
         except PeerClosed as closed:
             self._fail(hosts[closed.index], self._died(hosts[closed.index]))
             return True

@@ -48,7 +48,7 @@ from shoal.vector.link import (
     wait,
 )
 from shoal.vector.engine import Command
-from shoal.vector.transport import EngineFactory, Transport, messages, pickled, raise_first, timed_out
+from shoal.vector.transport import EngineFactory, Transport, answer_of, messages, pickled, raise_first, timed_out
 
 _CLOSE_GRACE_S = 2.0
 _DEFAULT_SPIN_US = 100.0
@@ -144,7 +144,7 @@ class MultiprocessingTransport(Transport):
         for group, message in messages(remote).items():
             self._send(group, message)
         if self._inline and 0 in commands:  # step our own share while the workers step theirs
-            self._run_own(self._engine.execute, commands[0])
+            self._answers[0] = answer_of(self._engine.execute, commands[0])
 
     def step(self, groups: Sequence[int]) -> None:
         key = tuple(groups)
@@ -167,14 +167,7 @@ class MultiprocessingTransport(Transport):
                 raise self._died(host) from None
             self._queued[host].extend(members)
         if own:  # step our own share while the workers step theirs
-            self._run_own(self._engine.run_step, self.group_ids[0])
-
-    def _run_own(self, run: Any, argument: Any) -> None:
-        """``run(argument)`` on the calling process's own group (0); its answer (or error) waits for :meth:`gather`."""
-        try:
-            self._answers[0] = (True, run(argument))
-        except Exception as exc:
-            self._answers[0] = (False, exc)
+            self._answers[0] = answer_of(self._engine.run_step, self.group_ids[0])
 
     def owes(self) -> bool:
         return bool(self._answers) or any(self._queued.values())

@@ -9,7 +9,7 @@ from gymnasium.vector import AutoresetMode
 
 from shoal.vector.buffers import BufferSpec
 from shoal.vector.engine import Command
-from shoal.vector.transport import EngineFactory, Transport
+from shoal.vector.transport import EngineFactory, Transport, answer_of
 
 
 class SerialTransport(Transport):
@@ -40,10 +40,7 @@ class SerialTransport(Transport):
 
     def _run(self, group: int, run: Callable[[Any], Any], argument: Any) -> None:
         """``run(argument)`` for ``group``; its answer (or error) waits for :meth:`gather`."""
-        try:
-            self._done[group] = (True, run(argument))
-        except Exception as exc:
-            self._done[group] = (False, exc)
+        self._done[group] = answer_of(run, argument)
         self._order.append(group)
 
     def owes(self) -> bool:

@@ -115,6 +115,15 @@ def pickled(value: Any, what: str) -> bytes:
             ) from exc
 
 
+def answer_of(run: Callable[[Any], Any], argument: Any) -> tuple[bool, Any]:
+    """The answer of a group stepped in the calling process, as a worker's comes: ``(True, run(argument))``, or
+    ``(False, error)`` for an exception it raised (an interrupt is not an answer: it propagates)."""
+    try:
+        return True, run(argument)
+    except Exception as exc:
+        return False, exc
+
+
 def command_text(command: Command) -> str:
     """What a command carries, for an error message."""
     op, _, payload = command

@@ -124,6 +124,37 @@ def test_channel_frames_messages_and_reports_a_closed_peer():
 # -- the link between two processes ----------------------------------------------------------------------------------
 
 
+def test_a_draining_send_to_a_peer_that_never_reads_asks_whether_to_go_on():
+    # The peer's end stays open and unread (a Ray node whose machine is gone): without the check, the send would
+    # wait for room forever. The check runs each stall period and gives up by raising.
+    a, b = mp.Pipe()
+    sender = Channel(a, draining=True)
+    checks = []
+
+    def stalled():
+        checks.append(time.monotonic())
+        if len(checks) == 3:
+            raise BrokenPipeError("gone")
+
+    start = time.monotonic()
+    with pytest.raises(BrokenPipeError, match="gone"):
+        sender.send(os.urandom(1 << 20), stalled, stall_s=0.05)
+    assert len(checks) == 3 and 0.1 <= time.monotonic() - start < 5
+    b.close()
+    sender.close()
+
+    a, b = mp.Pipe()  # a peer that reads, slowly: the check runs while it does not and the message arrives whole
+    sender, reader = Channel(a, draining=True), Channel(b)
+    big, got, calls = os.urandom(1 << 20), [], []
+    thread = threading.Thread(target=lambda: (time.sleep(0.3), got.append(reader.recv())))
+    thread.start()
+    sender.send(big, lambda: calls.append(1), stall_s=0.05)
+    thread.join()
+    assert got == [big] and calls  # it waited, checked, and went on
+    sender.close()
+    reader.close()
+
+
 def _echo_worker(conn, memory, count, ring, spin_s, jitter_s):
     """Answers step commands with b"" (or, for group 1, a payload naming the command) and pipe commands with the
     message reversed; stops at b"stop". Sleeps a random while now and then, so that the parent's posts and waits

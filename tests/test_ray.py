@@ -314,6 +314,79 @@ def test_a_simulated_two_node_cluster_spreads_work_and_names_a_lost_nodes_envs()
     assert re.search(r"died: Ray actor 1 \(on [0-9.]+, pid \d+, hosting envs 2\.\.3\) died", run.stdout), run.stdout
 
 
+def test_a_node_lost_with_its_connection_left_open_is_an_error_not_a_hang():
+    """A node whose machine is gone leaves the vector env's connection to it open and unread: a large send to it
+    never finds room. Simulated with two raylets on this machine: the second node's processes (its raylet, the
+    shoal actor and its workers) are stopped with SIGSTOP, as if its machine froze, so the actor's socket stays
+    open; Ray's health checks then declare the node dead, and the step sending it 24 MB of actions must end in the
+    error naming its envs, not wait forever."""
+    script = textwrap.dedent(
+        """
+        import functools, sys, threading, time
+        sys.path.insert(0, TESTS)
+        import numpy as np, psutil, ray, shoal
+        from fakes import BigArraysEnv
+        from ray.cluster_utils import Cluster
+        from shoal.errors import WorkerDiedError
+
+        checks = {"health_check_period_ms": 500, "health_check_timeout_ms": 500, "health_check_failure_threshold": 3}
+        cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False,
+                                                                "_system_config": checks})
+        second = cluster.add_node(num_cpus=1)
+        ray.init(address=cluster.address, logging_level="ERROR", runtime_env={"env_vars": {"PYTHONPATH": TESTS}})
+        cluster.wait_for_nodes()
+        envs = shoal.make([functools.partial(BigArraysEnv, 24)] * 2, backend="ray")
+        lost = envs._transport._nodes[1]
+        assert len(envs._transport._nodes) == 2 and lost.ids == range(1, 2)
+        envs.reset(seed=0)
+        actions = np.zeros((2, envs.single_action_space.shape[0]), np.uint8)
+        envs.step(actions)
+        frozen = [psutil.Process(p.process.pid) for ps in second.all_processes.values() for p in ps]
+        frozen += [psutil.Process(lost.pid), *psutil.Process(lost.pid).children(recursive=True)]
+
+        def end_frozen():
+            for proc in frozen:
+                try:
+                    proc.kill()
+                except psutil.NoSuchProcess:
+                    pass
+
+        def hung():  # the failure this test is about: end it (the socket then closes) rather than wait forever
+            print("hung", flush=True)
+            end_frozen()
+
+        watchdog = threading.Timer(120, hung)
+        watchdog.start()
+        try:
+            for proc in frozen:
+                proc.suspend()
+            start = time.monotonic()
+            try:
+                envs.step(actions)
+                raise AssertionError("the step to the lost node returned")
+            except WorkerDiedError as exc:
+                print(f"died after {time.monotonic() - start:.1f} s:", exc, flush=True)
+            assert all(p.status() == psutil.STATUS_STOPPED for p in frozen)  # its socket was open all along
+            start = time.monotonic()
+            envs.close()
+            assert time.monotonic() - start < 30, time.monotonic() - start
+            print("closed")
+        finally:
+            watchdog.cancel()
+            end_frozen()
+        ray.shutdown()
+        cluster.shutdown()
+        """
+    )
+    env = {k: v for k, v in __import__("os").environ.items() if k != "RAY_ADDRESS"}
+    script = script.replace("TESTS", repr(str(Path(__file__).parent)))
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=env)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-4000:]
+    assert re.search(r"died after [0-9.]+ s: Ray actor 1 \(on [0-9.]+, pid \d+, hosting envs 1\.\.1\) died",
+                     run.stdout), run.stdout
+    assert "closed" in run.stdout and "hung" not in run.stdout, run.stdout
+
+
 @pytest.mark.filterwarnings("ignore:`torch.jit.:DeprecationWarning")  # TorchScript is deprecated in torch 2.13
 def test_a_ray_sweep_takes_its_policy_file_to_the_nodes_and_writes_episodes_as_they_come(tmp_path):
     torch = pytest.importorskip("torch")

@@ -9,7 +9,9 @@ is closed (the peer died or exited).
 
 Messages of any size: the parent's end is non-blocking, and while a message it sends does not fit in the pipe it
 reads what the worker is sending meanwhile into its inbox (``draining``), so two large messages crossing each
-other cannot block both sides; the worker's end blocks, which is safe because the parent always drains.
+other cannot block both sides; the worker's end blocks, which is safe because the parent always drains. A peer
+that stops reading without closing its end (a Ray node whose machine is gone) would hold such a send forever: the
+sender's ``stalled`` check runs every ``stall_s`` while it waits, and may end it by raising.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from __future__ import annotations
 import os
 import select
 import struct
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 _HEADER = struct.Struct("!i")
 _READ_SIZE = 4096  # what one read asks for: every message of a step, and most others, whole
@@ -62,7 +64,10 @@ class Channel:
             self._both = select.poll()
             self._both.register(self.fd, select.POLLIN | select.POLLOUT)
 
-    def send(self, message: bytes) -> None:
+    def send(self, message: bytes, stalled: Callable[[], None] | None = None, stall_s: float = 1.0) -> None:
+        """Send ``message`` whole. On a draining end, while it waits for room, ``stalled()`` runs every ``stall_s``
+        seconds with no news from the peer (it raises to give up: the message is then partly sent, and the
+        channel is of no further use)."""
         data = _HEADER.pack(len(message)) + message
         if not self._draining:
             sent = os.write(self.fd, data)
@@ -78,7 +83,10 @@ class Channel:
                 continue
             except BlockingIOError:
                 pass
-            for _, events in self._both.poll():  # no room: wait for room, reading what comes meanwhile
+            ready = self._both.poll(None if stalled is None else stall_s * 1000)
+            if not ready and stalled is not None:  # no room, and nothing from the peer: is it still there?
+                stalled()
+            for _, events in ready:  # no room: wait for room, reading what comes meanwhile
                 if events & select.POLLIN:
                     self._inbox += self._read_some()
                 elif events & _CLOSED:

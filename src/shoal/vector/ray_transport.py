@@ -22,6 +22,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import socket
 import time
@@ -132,6 +133,7 @@ class _Node:
         self.node_id = ""  # the Ray node it runs on
         self.pid = 0  # the actor's process
         self.owed: set[int] = set()  # its groups sent a command and not answered yet
+        self.check_alive: Any = None  # run while a send to it waits for room (RayTransport._check_alive)
 
 
 class RayTransport(Transport):
@@ -187,6 +189,7 @@ class RayTransport(Transport):
             ).remote(factory_bytes, [self.groups[g] for g in groups], local_hosts, groups[0], spec,
                      autoreset_mode, key)
             node = _Node(len(self._nodes), actor, groups, self.span(groups))
+            node.check_alive = functools.partial(self._check_alive, node)
             self._nodes.append(node)
             self._node_of.update((g, node) for g in groups)
         replies = self._get([n.actor.ready.remote() for n in self._nodes], self._nodes, _START_S)
@@ -236,9 +239,16 @@ class RayTransport(Transport):
     def _send(self, node: _Node, message: bytes, groups: list[int]) -> None:
         node.owed.update(groups)
         try:  # while a large message waits for room, the node's replies are read meanwhile: no deadlock
-            node.channel.send(message)
+            node.channel.send(message, node.check_alive, CHECK_S)
         except OSError:  # the actor is gone: these groups (and any it owed) get the error naming its envs
             self._fail(node)
+
+    def _check_alive(self, node: _Node) -> None:
+        """A send to ``node`` has waited :data:`CHECK_S` for room: :class:`BrokenPipeError` if Ray says its actor
+        ended (a node lost with its machine can leave its connection open, never read again)."""
+        dead, _ = self._ray.wait([node.serving], num_returns=1, timeout=0)
+        if dead:
+            raise BrokenPipeError(f"Ray actor {node.index} ended while a message to it waited for room")
 
     def owes(self) -> bool:
         return bool(self._answers) or any(node.owed for node in self._nodes)
@@ -358,7 +368,7 @@ class RayTransport(Transport):
             if node.channel is not None:
                 if not terminate:
                     try:
-                        node.channel.send(CLOSE)
+                        node.channel.send(CLOSE, node.check_alive, CHECK_S)
                     except OSError:  # already gone
                         pass
                 # Closed at once: a node still sending a reply (an asynchronous batch in flight) then fails to,

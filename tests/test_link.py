@@ -124,9 +124,10 @@ def test_channel_frames_messages_and_reports_a_closed_peer():
 # -- the link between two processes ----------------------------------------------------------------------------------
 
 
-def test_a_draining_send_to_a_peer_that_never_reads_asks_whether_to_go_on():
-    # The peer's end stays open and unread (a Ray node whose machine is gone): without the check, the send would
-    # wait for room forever. The check runs each stall period and gives up by raising.
+def test_a_draining_end_waiting_on_a_silent_peer_asks_whether_to_go_on():
+    # The peer's end stays open and silent (a Ray node whose machine is gone): without the check, a send would wait
+    # for room, and a receive for the rest of a message, forever. The check runs each stall period and gives up by
+    # raising.
     a, b = mp.Pipe()
     sender = Channel(a, draining=True)
     checks = []
@@ -142,6 +143,15 @@ def test_a_draining_send_to_a_peer_that_never_reads_asks_whether_to_go_on():
     assert len(checks) == 3 and 0.1 <= time.monotonic() - start < 5
     b.close()
     sender.close()
+
+    a, b = mp.Pipe()  # a message that stops coming halfway, its sender's end open: the reader gives up the same way
+    reader, checks = Channel(a, draining=True), []
+    os.write(b.fileno(), (1 << 20).to_bytes(4, "big") + b"x" * 1000)
+    with pytest.raises(BrokenPipeError, match="gone"):
+        reader.recv(stalled, stall_s=0.05)
+    assert len(checks) == 3
+    b.close()
+    reader.close()
 
     a, b = mp.Pipe()  # a peer that reads, slowly: the check runs while it does not and the message arrives whole
     sender, reader = Channel(a, draining=True), Channel(b)

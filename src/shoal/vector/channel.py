@@ -11,7 +11,8 @@ Messages of any size: the parent's end is non-blocking, and while a message it s
 reads what the worker is sending meanwhile into its inbox (``draining``), so two large messages crossing each
 other cannot block both sides; the worker's end blocks, which is safe because the parent always drains. A peer
 that stops reading without closing its end (a Ray node whose machine is gone) would hold such a send forever: the
-sender's ``stalled`` check runs every ``stall_s`` while it waits, and may end it by raising.
+sender's ``stalled`` check runs every ``stall_s`` while it waits, and may end it by raising; the same for a
+message that stops coming halfway.
 """
 
 from __future__ import annotations
@@ -111,30 +112,31 @@ class Channel:
             raise EOFError("the other end of the pipe is closed")
         return chunk
 
-    def recv(self) -> bytes:
+    def recv(self, stalled: Callable[[], None] | None = None, stall_s: float = 1.0) -> bytes:
         """The next message, blocking until it comes; :class:`EOFError` when the other end is closed.
 
         Reads whatever the pipe holds in one call (a message and its header together), keeping the rest for the
-        next message.
+        next message. ``stalled`` as in :meth:`send`, while a non-blocking end waits for the rest of a message.
         """
         if len(self._inbox) < _HEADER.size:
-            self._fill(_HEADER.size)
+            self._fill(_HEADER.size, stalled, stall_s)
         end = _HEADER.size + _HEADER.unpack_from(self._inbox)[0]
         if len(self._inbox) < end:
-            self._fill(end)
+            self._fill(end, stalled, stall_s)
         with memoryview(self._inbox) as view:
             message = bytes(view[_HEADER.size : end])
         del self._inbox[:end]
         return message
 
-    def _fill(self, size: int) -> None:
+    def _fill(self, size: int, stalled: Callable[[], None] | None, stall_s: float) -> None:
         """Read into the inbox, blocking until it holds at least ``size`` bytes. (A bytearray: a large message
         comes in many reads from a socket, and appending to bytes would copy all of it each time.)"""
         while len(self._inbox) < size:
             try:
                 chunk = os.read(self.fd, max(size - len(self._inbox), _READ_SIZE))
             except BlockingIOError:  # the non-blocking end, before the message has come: wait for it
-                select.select([self.fd], [], [])
+                if not select.select([self.fd], [], [], None if stalled is None else stall_s)[0] and stalled:
+                    stalled()
                 continue
             if not chunk:
                 raise EOFError("the other end of the pipe is closed")

@@ -133,7 +133,7 @@ class _Node:
         self.node_id = ""  # the Ray node it runs on
         self.pid = 0  # the actor's process
         self.owed: set[int] = set()  # its groups sent a command and not answered yet
-        self.check_alive: Any = None  # run while a send to it waits for room (RayTransport._check_alive)
+        self.check_alive: Any = None  # run while a message to or from it waits (RayTransport._check_alive)
 
 
 class RayTransport(Transport):
@@ -244,8 +244,9 @@ class RayTransport(Transport):
             self._fail(node)
 
     def _check_alive(self, node: _Node) -> None:
-        """A send to ``node`` has waited :data:`CHECK_S` for room: :class:`BrokenPipeError` if Ray says its actor
-        ended (a node lost with its machine can leave its connection open, never read again)."""
+        """A send to ``node`` has waited :data:`CHECK_S` for room, or a reply from it for its rest:
+        :class:`BrokenPipeError` if Ray says its actor ended (a node lost with its machine can leave its connection
+        open, never read or written again)."""
         dead, _ = self._ray.wait([node.serving], num_returns=1, timeout=0)
         if dead:
             raise BrokenPipeError(f"Ray actor {node.index} ended while a message to it waited for room")
@@ -313,8 +314,8 @@ class RayTransport(Transport):
 
     def _read(self, node: _Node) -> None:
         """Read ``node``'s next reply: its answers, and its rows copied into the buffers."""
-        try:
-            message = node.channel.recv()
+        try:  # (a node lost halfway through a reply: see _check_alive)
+            message = node.channel.recv(node.check_alive, CHECK_S)
         except (EOFError, OSError):
             self._fail(node)
             return

@@ -1,5 +1,5 @@
-"""Build shoal's two C extensions (Atari frame preprocessing; atomic counters for the multiprocessing backend's
-signalling); everything else is in pyproject.toml."""
+"""Build shoal's C extensions (Atari frame preprocessing; atomic counters for the multiprocessing backend's
+signalling; buffer addresses for copies out of the shared buffers); everything else is in pyproject.toml."""
 
 import sys
 
@@ -12,5 +12,6 @@ setup(
     ext_modules=[
         Extension("shoal.atari._frames", ["src/shoal/atari/_frames.c"], extra_compile_args=flags),
         Extension("shoal.vector._counters", ["src/shoal/vector/_counters.c"], extra_compile_args=flags[:1]),
+        Extension("shoal.vector._memory", ["src/shoal/vector/_memory.c"], extra_compile_args=flags[:1]),
     ]
 )

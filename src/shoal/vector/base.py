@@ -38,6 +38,7 @@ from shoal.vector.checks import (
     is_sequence_batch,
     parse_autoreset_mode,
 )
+from shoal.vector.copies import copy_out
 from shoal.vector.engine import Command, LooseObs, Op, Sequences
 from shoal.vector.infos import merge_infos
 from shoal.vector.load import BUSY, choose_workers, other_runnable
@@ -617,7 +618,7 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
         batch, fresh = self._obs_batch(rows)
         if self.flatten:
             flat = self._obs_layout.flat(batch)
-            return flat.copy() if self.copy and not fresh else flat
+            return copy_out(flat) if self.copy and not fresh else flat
         if self._loose_obs:
             loose = [tuple(store[rows] if isinstance(rows, slice) else [store[i] for i in rows.tolist()])
                      for store in self._loose_obs]
@@ -763,7 +764,7 @@ def _scaled(units: range, rows: int) -> range:
 
 def _take(array: np.ndarray, rows: Any) -> np.ndarray:
     """A copy of ``array[rows]`` (indexing with ids copies already; a slice gives a view)."""
-    return array[rows].copy() if isinstance(rows, slice) else array[rows]
+    return copy_out(array[rows]) if isinstance(rows, slice) else array[rows]
 
 
 def _dtype_min(dtype: np.dtype) -> Any:

@@ -34,7 +34,8 @@ def main() -> None:
     shared = np.frombuffer(mmap.mmap(-1, 1 << 21), np.uint8)  # page-aligned, as the shared buffers are
     raw = np.empty((1 << 21) + 8192, np.uint8)
     page = (-raw.ctypes.data) % 4096
-    print(f"{'size':>8s} " + " ".join(f"{'+' + str(d) + ' B':>8s}" for d in DELTAS) + "   in the window: copy / copy_out")
+    header = " ".join(f"{'+' + str(d) + ' B':>8s}" for d in DELTAS)
+    print(f"{'size':>8s} {header}   in the window: copy / copy_out")
     for kib in (16, 64, 256, 448, 1024):
         size = kib << 10
         src = shared[:size]

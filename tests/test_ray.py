@@ -304,14 +304,11 @@ def test_a_simulated_two_node_cluster_spreads_work_and_names_a_lost_nodes_envs()
         cluster.shutdown()
         """
     )
-    env = {k: v for k, v in __import__("os").environ.items() if k != "RAY_ADDRESS"}
-    script = script.replace("TESTS", repr(str(Path(__file__).parent)))
-    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=400, env=env)
-    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-4000:]
+    out = run_on_own_cluster(script, timeout=400)
     for line in ("sync equal on both nodes", "async equal across nodes", "sweep equal, on both nodes",
                  "cluster still running"):
-        assert line in run.stdout
-    assert re.search(r"died: Ray actor 1 \(on [0-9.]+, pid \d+, hosting envs 2\.\.3\) died", run.stdout), run.stdout
+        assert line in out
+    assert re.search(r"died: Ray actor 1 \(on [0-9.]+, pid \d+, hosting envs 2\.\.3\) died", out), out
 
 
 def test_a_node_lost_with_its_connection_left_open_is_an_error_not_a_hang():
@@ -378,13 +375,19 @@ def test_a_node_lost_with_its_connection_left_open_is_an_error_not_a_hang():
         cluster.shutdown()
         """
     )
+    out = run_on_own_cluster(script, timeout=300)
+    assert re.search(r"died after [0-9.]+ s: Ray actor 1 \(on [0-9.]+, pid \d+, hosting envs 1\.\.1\) died", out), out
+    assert "closed" in out and "hung" not in out, out
+
+
+def run_on_own_cluster(script: str, timeout: float) -> str:
+    """Run ``script`` (which starts its own cluster) in a fresh interpreter that does not join the session's Ray,
+    with ``TESTS`` standing for this directory; its output, after checking that it succeeded."""
     env = {k: v for k, v in __import__("os").environ.items() if k != "RAY_ADDRESS"}
     script = script.replace("TESTS", repr(str(Path(__file__).parent)))
-    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=env)
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=timeout, env=env)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-4000:]
-    assert re.search(r"died after [0-9.]+ s: Ray actor 1 \(on [0-9.]+, pid \d+, hosting envs 1\.\.1\) died",
-                     run.stdout), run.stdout
-    assert "closed" in run.stdout and "hung" not in run.stdout, run.stdout
+    return run.stdout
 
 
 @pytest.mark.filterwarnings("ignore:`torch.jit.:DeprecationWarning")  # TorchScript is deprecated in torch 2.13

@@ -45,3 +45,5 @@ def test_small_and_multidimensional_copies():
     frames = block[64 : 64 + 8 * 84 * 40].reshape(8, 84, 40)  # a batch of image rows, 26 KiB
     out = copy_out(frames)
     assert out.shape == (8, 84, 40) and np.array_equal(out, frames) and page_delta(out, frames) >= NEAR
+    strided = block.reshape(64, 512)[:, ::2]  # not one block (no buffer rows are): copied as numpy copies it
+    assert np.array_equal(copy_out(strided), strided) and copy_out(strided).flags.c_contiguous

@@ -24,9 +24,9 @@ _TRIES = 8
 
 
 def copy_out(src: np.ndarray) -> np.ndarray:
-    """A copy of the contiguous ``src`` (C order, owning its data, as ``src.copy()``), at a page offset from
-    ``src`` outside the slow window."""
-    if src.nbytes < CHECKED_FROM:
+    """A copy of ``src`` (C order, owning its data, as ``src.copy()``); when ``src`` is one contiguous block (the
+    buffers' rows are), at a page offset from it outside the slow window."""
+    if src.nbytes < CHECKED_FROM or not src.flags.c_contiguous:
         return src.copy()
     dst = np.empty(src.shape, src.dtype)
     if page_delta(dst, src) < NEAR:

@@ -233,6 +233,62 @@ def test_ctrl_c_during_a_step_never_leaves_a_stale_answer(hosting):
         assert_current(envs, obs, actions)
 
 
+def interrupt_at(code, offset: int):
+    """Raise KeyboardInterrupt in the next run of ``code`` just before its bytecode at ``offset``, as a Ctrl-C
+    there would (a trace function that raises is unset, and its error is raised in the traced frame)."""
+    def local(frame, event, arg):
+        if event == "opcode" and frame.f_lasti == offset:
+            raise KeyboardInterrupt
+        return local
+
+    def calls(frame, event, arg):
+        if frame.f_code is code:
+            frame.f_trace_opcodes = True
+            return local
+        return None
+
+    sys.settrace(calls)
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("hosting", ["serial", "inline", "workers"])
+def test_ctrl_c_at_any_bytecode_of_a_steps_send_and_receive_leaves_the_env_current(hosting):
+    """A real Ctrl-C lands between two bytecodes anywhere; the other tests catch it in the waits. Here it is raised
+    before each bytecode of a synchronous step's own code in turn (step, send and its dispatch, recv and its
+    receive, the transport's posting and gathering), and every next step must return what the envs hold then."""
+    import dis
+
+    from shoal.vector.base import VectorEnv
+    from shoal.vector.link import Link
+
+    with shoal.make(functools.partial(SlowEnv, 0.0), 4, **INTERRUPTIBLE[hosting]) as envs:
+        envs.reset(seed=0)
+        k = 0
+        transport = type(envs._transport)
+        codes = [f.__code__ for f in (VectorEnv.step, VectorEnv.send, VectorEnv._dispatch_step, VectorEnv.recv,
+                                      VectorEnv._receive, transport.step, transport.gather)]
+        if hosting != "serial":
+            codes += [Link.post_steps.__code__, transport._read.__code__]
+        for code in codes:
+            for instruction in dis.get_instructions(code):
+                k += 1
+                interrupt_at(code, instruction.offset)
+                try:
+                    envs.step(np.full(4, k % 5))
+                except KeyboardInterrupt:
+                    pass  # (not every offset runs on this path)
+                finally:
+                    sys.settrace(None)
+                where = f"after an interrupt in {code.co_name} before {instruction.opname} at {instruction.offset}"
+                for j in range(2):
+                    actions = (np.arange(4) + k + j) % 5
+                    try:
+                        obs, *_ = envs.step(actions)
+                        assert_current(envs, obs, actions)
+                    except Exception as exc:
+                        raise AssertionError(f"{where}: {exc!r}") from exc
+
+
 @pytest.mark.timeout(60)
 def test_ctrl_c_during_step_wait_leaves_the_step_pending():
     """As in Gymnasium's AsyncVectorEnv (and as after a timeout): step_wait() again collects the interrupted step;

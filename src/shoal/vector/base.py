@@ -296,8 +296,12 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
         (``batch_size < num_envs``) a full reset returns the first ``batch_size`` envs to finish; a partial reset may
         only name envs of the batch the caller holds, and returns that batch again.
         """
-        self.reset_async(seed=seed, options=options)
-        return self.reset_wait()
+        try:
+            self.reset_async(seed=seed, options=options)
+            return self.reset_wait()
+        except BaseException as exc:
+            self._note_interrupt(exc)
+            raise
 
     def reset_async(
         self, seed: int | Sequence[int | None] | None = None, options: dict[str, Any] | None = None
@@ -374,8 +378,12 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
         worker and stops early when its episode ends; the reward is ``sum_k gamma**k * r_k`` over the steps taken
         and ``info["steps_taken"]`` counts them. An empty sequence skips its env (last observation, reward 0).
         """
-        self.send(actions, gamma=gamma)
-        return self.recv()
+        try:
+            self.send(actions, gamma=gamma)
+            return self.recv()
+        except BaseException as exc:
+            self._note_interrupt(exc)
+            raise
 
     def send(self, actions: Any, gamma: float | None = None) -> None:
         """Start a step of the batch the caller holds (all envs, or ``info["env_id"]`` of the last batch)."""
@@ -448,12 +456,11 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
                 self._transport.dispatch(commands)
             else:
                 self._transport.step(self._held)
+            self._sent, self._state = self._held, AsyncState.WAITING_STEP
         except BaseException as exc:
             if not isinstance(exc, Exception):  # an interrupt: some groups may be stepping (see _check_idle)
                 self._interrupted = True
             raise
-        self._sent = self._held
-        self._state = AsyncState.WAITING_STEP
 
     def recv(self, timeout: float | None = None) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]:
         """Wait for the step started by :meth:`send`; in asynchronous mode, the first ``batch_size`` envs to finish.
@@ -714,6 +721,14 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
             self._hold(list(range(len(self.groups))))  # nothing is in flight now: the full reset holds its batch
         self._state = AsyncState.DEFAULT
         self._interrupted = False
+
+    def _note_interrupt(self, exc: BaseException) -> None:
+        """``exc`` ended a synchronous ``step``/``reset``/``call`` (its two halves in one): if it is an interrupt,
+        wherever it landed (in a wait, between the halves, after the answers were read), the next call drops what
+        that one left (:meth:`_check_idle`), as one cut short in its wait does. (In asynchronous mode the halves
+        are the user's to pair, and only the waits' own rule applies.)"""
+        if not self.is_async and not isinstance(exc, Exception):
+            self._interrupted = True
 
     def _cut_short(self, exc: BaseException) -> None:
         """The wait for a pending call's answers ended in ``exc`` (a wait that ends well makes the state default).

@@ -22,8 +22,12 @@ class Calls:
 
     def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
         """Call ``name(*args, **kwargs)`` on every env (or read it, if it is not callable); one result per env."""
-        self.call_async(name, *args, **kwargs)
-        return self.call_wait()
+        try:
+            self.call_async(name, *args, **kwargs)
+            return self.call_wait()
+        except BaseException as exc:
+            self._note_interrupt(exc)
+            raise
 
     def call_async(self, name: str, *args: Any, **kwargs: Any) -> None:
         self._run_everywhere(Op.CALL, (name, args, kwargs))
@@ -46,8 +50,12 @@ class Calls:
 
     def get_attr(self, name: str) -> tuple[Any, ...]:
         """The attribute ``name`` of every env."""
-        self._run_everywhere(Op.GET_ATTR, name)
-        return self.call_wait()
+        try:
+            self._run_everywhere(Op.GET_ATTR, name)
+            return self.call_wait()
+        except BaseException as exc:
+            self._note_interrupt(exc)
+            raise
 
     def set_attr(self, name: str, values: Any) -> None:
         """Set attribute ``name`` on every env: one value per env (list/tuple), or the same value for all."""
@@ -57,14 +65,18 @@ class Calls:
         else:
             values = [values] * self.num_envs
         self._check_idle("set_attr")
-        self._quiesce_for_call()
-        self._transport.dispatch(
-            {
-                g: Command(Op.SET_ATTR, self._group_ids(g), (name, list(values[r.start : r.stop])))
-                for g, r in enumerate(self.groups)
-            }
-        )
-        self._transport.collect(list(range(len(self.groups))))
+        try:
+            self._quiesce_for_call()
+            self._transport.dispatch(
+                {
+                    g: Command(Op.SET_ATTR, self._group_ids(g), (name, list(values[r.start : r.stop])))
+                    for g, r in enumerate(self.groups)
+                }
+            )
+            self._transport.collect(list(range(len(self.groups))))
+        except BaseException as exc:
+            self._note_interrupt(exc)
+            raise
 
     def _run_everywhere(self, op: Op, payload: Any) -> None:
         self._check_idle(op.name.lower())

@@ -126,6 +126,13 @@ class Link:
         if mark and sent >= mark:
             counters.wake(self._posted)
 
+    def resync(self) -> None:
+        """After an interrupt (Ctrl-C) cut a post short: what the worker was told, the shared count, is what was
+        posted (commands written past it were not); and the worker is woken, in case the cut came between a post
+        and its wake-up (a wake-up of a worker that is not asleep does nothing)."""
+        self.sent = int(self.counters.load(self._posted))
+        self.counters.wake(self._posted)
+
     def available(self) -> int:
         """How many answers are waiting to be taken."""
         return self.counters.load(self._done) - self.taken

@@ -161,11 +161,11 @@ class MultiprocessingTransport(Transport):
             )
         posts, own = plan
         for host, local, members in posts:  # the hot path: a counter slot per group and one counter per host
+            self._queued[host].extend(members)  # before the post: an interrupt between the two must not hide it
             try:
                 self._links[host].post_steps(local)
             except (BrokenPipeError, ConnectionResetError, EOFError):
                 raise self._died(host) from None
-            self._queued[host].extend(members)
         if own:  # step our own share while the workers step theirs
             self._answers[0] = answer_of(self._engine.run_step, self.group_ids[0])
 
@@ -173,6 +173,12 @@ class MultiprocessingTransport(Transport):
         return bool(self._answers) or any(self._queued.values())
 
     def drain(self) -> None:
+        for host, queue in self._queued.items():  # what an interrupt may have left between recording and posting
+            if queue:
+                link = self._links[host]
+                link.resync()
+                for _ in range(len(queue) - (link.sent - link.taken)):  # recorded, not posted (or read, not taken)
+                    queue.pop()
         owing = self._read_available()
         while owing:
             self._wait(owing, 1)

@@ -289,6 +289,45 @@ def test_ctrl_c_at_any_bytecode_of_a_steps_send_and_receive_leaves_the_env_curre
                         raise AssertionError(f"{where}: {exc!r}") from exc
 
 
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("hosting", ["serial", "inline", "workers"])
+def test_ctrl_c_at_any_bytecode_of_a_reset_or_a_call_leaves_the_env_current(hosting):
+    """As above, for reset() (its two halves) and call() (its halves, the parking of what steps): after each
+    interrupt, a seeded reset equals a reference's and a step returns what the envs hold."""
+    import dis
+
+    from shoal.vector.base import VectorEnv
+
+    fn = functools.partial(SlowEnv, 0.0)
+    with shoal.make(fn, 4, **INTERRUPTIBLE[hosting]) as envs, shoal.make(fn, 4, backend="serial") as ref:
+        envs.reset(seed=0)
+        expected, _ = ref.reset(seed=3)
+        interrupted = [
+            (f, lambda: envs.reset(seed=1)) for f in (VectorEnv.reset, VectorEnv.reset_async, VectorEnv.reset_wait)
+        ] + [
+            (f, lambda: envs.call("nap", 0.0))
+            for f in (VectorEnv.call, VectorEnv._run_everywhere, VectorEnv.call_wait, VectorEnv._quiesce_for_call)
+        ]
+        for function, run in interrupted:
+            for instruction in dis.get_instructions(function):
+                interrupt_at(function.__code__, instruction.offset)
+                try:
+                    run()
+                except KeyboardInterrupt:
+                    pass
+                finally:
+                    sys.settrace(None)
+                where = f"after an interrupt in {function.__name__} before {instruction.opname} at {instruction.offset}"
+                try:
+                    obs, _ = envs.reset(seed=3)
+                    np.testing.assert_array_equal(obs, expected)
+                    actions = np.arange(4) % 5
+                    obs, *_ = envs.step(actions)
+                    assert_current(envs, obs, actions)
+                except Exception as exc:
+                    raise AssertionError(f"{where}: {exc!r}") from exc
+
+
 @pytest.mark.timeout(60)
 def test_ctrl_c_during_step_wait_leaves_the_step_pending():
     """As in Gymnasium's AsyncVectorEnv (and as after a timeout): step_wait() again collects the interrupted step;

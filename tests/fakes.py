@@ -98,12 +98,13 @@ class CountingEnv(gym.Env):
 
 
 class SlowEnv(gym.Env):
-    """Steps take ``delay`` seconds times (1 + env-specific jitter), so workers finish in varying orders."""
+    """Steps take ``delay`` seconds times (1 + env-specific jitter), so workers finish in varying orders; with
+    ``info``, a step's info holds the env's step count (so answers carry a message)."""
 
-    def __init__(self, delay: float = 0.002, jitter: int = 0, reset_delay: float = 0.0) -> None:
+    def __init__(self, delay: float = 0.002, jitter: int = 0, reset_delay: float = 0.0, info: bool = False) -> None:
         self.observation_space = spaces.Box(-1e9, 1e9, (2,), np.float64)
         self.action_space = spaces.Discrete(5)
-        self.delay, self.jitter, self.reset_delay, self.t = delay, jitter, reset_delay, 0
+        self.delay, self.jitter, self.reset_delay, self.t, self.info = delay, jitter, reset_delay, 0, info
 
     def reset(self, *, seed=None, options=None):
         super().reset(seed=seed)
@@ -118,7 +119,8 @@ class SlowEnv(gym.Env):
     def step(self, action):
         self.t += 1
         time.sleep(self.delay * (1 + (self.t + self.jitter) % 3))
-        return np.array([float(self.t), float(action)]), float(action), self.t % 7 == 0, False, {}
+        info = {"t": self.t} if self.info else {}
+        return np.array([float(self.t), float(action)]), float(action), self.t % 7 == 0, False, info
 
 
 class FaultyEnv(gym.Env):

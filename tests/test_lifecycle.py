@@ -260,6 +260,7 @@ def test_ctrl_c_at_any_bytecode_of_a_steps_send_and_receive_leaves_the_env_curre
     import dis
 
     from shoal.vector.base import VectorEnv
+    from shoal.vector.channel import Channel
     from shoal.vector.link import Link
 
     with shoal.make(functools.partial(SlowEnv, 0.0, info=info), 4, **INTERRUPTIBLE[hosting]) as envs:
@@ -269,9 +270,8 @@ def test_ctrl_c_at_any_bytecode_of_a_steps_send_and_receive_leaves_the_env_curre
         codes = [f.__code__ for f in (VectorEnv.step, VectorEnv.send, VectorEnv._dispatch_step, VectorEnv.recv,
                                       VectorEnv._receive, transport.step, transport.gather)]
         if hosting != "serial":
-            # (not Link.take_answer: an interrupt between counting an answer and reading its message off the pipe
-            # still desynchronises the pipe; see the README)
-            codes += [Link.post_steps.__code__, transport._read.__code__]
+            codes += [f.__code__ for f in (Link.post_steps, transport._read, Link.take_answer, Channel.peek,
+                                           Channel.skip)]
         for code in codes:
             for instruction in dis.get_instructions(code):
                 k += 1

@@ -124,6 +124,21 @@ def test_channel_frames_messages_and_reports_a_closed_peer():
 # -- the link between two processes ----------------------------------------------------------------------------------
 
 
+def test_a_peeked_message_stays_until_skipped_and_a_prefix_travels_with_it():
+    import struct
+
+    a, b = mp.Pipe()
+    left, right = Channel(a), Channel(b, draining=True)
+    left.send(b"payload", prefix=struct.pack("!q", 7))
+    left.send(b"next")
+    assert right.peek(8) == b"payload" and right.peek(8) == b"payload"  # read again: the same message
+    assert right.prefix(struct.Struct("!q")) == (7,)
+    right.skip()
+    assert right.recv() == b"next"
+    left.close()
+    right.close()
+
+
 def test_a_draining_end_waiting_on_a_silent_peer_asks_whether_to_go_on():
     # The peer's end stays open and silent (a Ray node whose machine is gone): without the check, a send would wait
     # for room, and a receive for the rest of a message, forever. The check runs each stall period and gives up by

@@ -65,11 +65,13 @@ class Channel:
             self._both = select.poll()
             self._both.register(self.fd, select.POLLIN | select.POLLOUT)
 
-    def send(self, message: bytes, stalled: Callable[[], None] | None = None, stall_s: float = 1.0) -> None:
-        """Send ``message`` whole. On a draining end, while it waits for room, ``stalled()`` runs every ``stall_s``
-        seconds with no news from the peer (it raises to give up: the message is then partly sent, and the
-        channel is of no further use)."""
-        data = _HEADER.pack(len(message)) + message
+    def send(
+        self, message: bytes, stalled: Callable[[], None] | None = None, stall_s: float = 1.0, prefix: bytes = b""
+    ) -> None:
+        """Send ``prefix + message`` whole (joined in the one copy the framing makes anyway). On a draining end,
+        while it waits for room, ``stalled()`` runs every ``stall_s`` seconds with no news from the peer (it raises
+        to give up: the message is then partly sent, and the channel is of no further use)."""
+        data = b"".join((_HEADER.pack(len(prefix) + len(message)), prefix, message))
         if not self._draining:
             sent = os.write(self.fd, data)
             if sent < len(data):  # a long message into a full pipe
@@ -118,15 +120,28 @@ class Channel:
         Reads whatever the pipe holds in one call (a message and its header together), keeping the rest for the
         next message. ``stalled`` as in :meth:`send`, while a non-blocking end waits for the rest of a message.
         """
+        message = self.peek(0, stalled, stall_s)
+        self.skip()
+        return message
+
+    def peek(self, start: int = 0, stalled: Callable[[], None] | None = None, stall_s: float = 1.0) -> bytes:
+        """The next message from its byte ``start`` on, blocking until it has all come, and left in the inbox
+        (:meth:`skip` drops it): cut short by an interrupt, or repeated, it reads the same message."""
         if len(self._inbox) < _HEADER.size:
             self._fill(_HEADER.size, stalled, stall_s)
         end = _HEADER.size + _HEADER.unpack_from(self._inbox)[0]
         if len(self._inbox) < end:
             self._fill(end, stalled, stall_s)
         with memoryview(self._inbox) as view:
-            message = bytes(view[_HEADER.size : end])
-        del self._inbox[:end]
-        return message
+            return bytes(view[_HEADER.size + start : end])
+
+    def prefix(self, form: struct.Struct) -> tuple:
+        """The start of the message :meth:`peek` read, unpacked as ``form``."""
+        return form.unpack_from(self._inbox, _HEADER.size)
+
+    def skip(self) -> None:
+        """Drop the message :meth:`peek` read (one deletion: an interrupt cannot cut it in half)."""
+        del self._inbox[: _HEADER.size + _HEADER.unpack_from(self._inbox)[0]]
 
     def _fill(self, size: int, stalled: Callable[[], None] | None, stall_s: float) -> None:
         """Read into the inbox, blocking until it holds at least ``size`` bytes. (A bytearray: a large message

@@ -31,6 +31,7 @@ a batch on two CPUs, 366-388 us pinned to one, with a fixed 100 us spin), so the
 
 from __future__ import annotations
 
+import struct
 import time
 from typing import Callable, Sequence
 
@@ -39,6 +40,7 @@ from shoal.vector.channel import Channel, Poller
 
 EVENTS, PARENT_ASLEEP = 0, 1
 ON_PIPE = -1
+_TAG = struct.Struct("!q")  # the number of the answer a message on the pipe belongs to, before the message
 PEER_CHECK_S = 0.1
 """How often a sleeping waiter looks for a dead peer (one whose pipe is closed)."""
 _SHARED = 2  # counters before the first host's
@@ -138,10 +140,24 @@ class Link:
         return self.counters.load(self._done) - self.taken
 
     def take_answer(self) -> bytes:
-        """The next answer (call it when :meth:`available`): a message, or ``b""`` when there was nothing to report."""
-        on_pipe = self.counters.load(self._answers + self.taken % self.ring) == ON_PIPE
-        self.taken += 1
-        return self.channel.recv() if on_pipe else b""
+        """The next answer (call it when :meth:`available`): a message, or ``b""`` when there was nothing to report.
+
+        A message comes tagged with its answer's number, and leaves the pipe only after the count has moved past
+        it: an interrupt (Ctrl-C) anywhere in here leaves either the same answer to take again or a message
+        already counted, which the next call skips, never the pipe one message out of step."""
+        index = self.taken
+        if self.counters.load(self._answers + index % self.ring) != ON_PIPE:
+            self.taken = index + 1
+            return b""
+        channel = self.channel
+        while True:
+            message = channel.peek(_TAG.size)
+            if channel.prefix(_TAG)[0] >= index:
+                break
+            channel.skip()  # counted before an interrupt cut this call short: it was taken
+        self.taken = index + 1
+        channel.skip()
+        return message
 
     # -- the worker's side -----------------------------------------------------------------------------------------
 
@@ -168,7 +184,7 @@ class Link:
         if mark and events >= mark:
             counters.wake(EVENTS)
         if message:  # after the answer is posted: the parent reads the pipe while a large message is written
-            self.channel.send(message)
+            self.channel.send(message, prefix=_TAG.pack(self.sent - 1))
 
 
 def wait(

@@ -1,13 +1,13 @@
 """Copies of results out of the shared buffers, placed where the CPU copies them at full speed.
 
-On AMD Zen 3 and later CPUs, glibc's memcpy (``rep movsb``, used for copies of these sizes by glibc 2.33 up to at
-least 2.36, the version of this project's machine) runs 5-15x slower when the destination lies 0-63 bytes after the
-source modulo a 4 KiB page. Measured here (AMD EPYC): a 64 KiB copy 3 -> 39 us, 256 KiB 10 -> 149 us, 448 KiB 17 ->
-258 us. A result copied out of the buffers lands wherever malloc puts it, and a step's allocations repeat, so a bad
-place repeats too: Stochastic x 65536 on two processes copied its truncations 16 bytes after their source every
-other step. :func:`copy_out` asks where a new array lies (:func:`~shoal.vector._memory.page_delta`, ~0.1 us) and,
-in that window, takes another before copying. Elsewhere (Intel CPUs, other libcs) the check costs as little and
-changes nothing.
+On AMD Zen 3 and later CPUs, glibc's memcpy for these sizes (``rep movsb``; glibc 2.36 here, other releases not
+checked) runs 5-16x slower when the destination lies 0-63 bytes after the source, modulo a 4 KiB page. Measured
+here (AMD EPYC; benchmarks/memcpy_cliff.py): a 64 KiB copy 3 -> 35 us, 256 KiB 11 -> 168 us, 448 KiB 17 -> 282 us.
+A result copied out of the buffers lands wherever malloc puts it, and a step's allocations repeat, so a bad place
+repeats too: Stochastic x 65536 on two processes copied its truncations 16 bytes after their source every other
+step. :func:`copy_out` asks where a new array lies (:func:`~shoal.vector._memory.page_delta`, ~0.1 us) and, in
+that window, takes another before copying. On other CPUs and libcs the check costs the same (~0.5 us a copy) and
+refuses one place in 64.
 """
 
 from __future__ import annotations

@@ -223,6 +223,7 @@ class MultiprocessingTransport(Transport):
     def _send(self, group: int, message: bytes | None) -> None:
         """Post a pickled command to ``group``'s host, or (``message`` None) a step of it."""
         host = self.host_of[group]
+        self._queued[host].append(group)  # before the post, as in step()
         try:
             if message is None:
                 self._links[host].post(self._local[group])
@@ -230,7 +231,6 @@ class MultiprocessingTransport(Transport):
                 self._links[host].post(ON_PIPE, message)
         except (BrokenPipeError, ConnectionResetError, EOFError):
             raise self._died(host) from None
-        self._queued[host].append(group)
 
     def _wait(self, hosts: tuple[int, ...], count: int, deadline: float | None = None) -> bool:
         """Wait until ``hosts`` (each owing answers) have ``count`` more answers between them than have been read,

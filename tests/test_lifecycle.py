@@ -250,53 +250,66 @@ def interrupt_at(code, offset: int):
     sys.settrace(calls)
 
 
+def interrupt_everywhere(functions, run, check) -> dict[str, int]:
+    """For each bytecode of each of ``functions``: ``run()`` with an interrupt raised there, then ``check()`` (any
+    error it raises is reported with the place of the interrupt). How many interrupts fired in each function
+    (bytecodes of paths ``run`` does not take never fire)."""
+    import dis
+
+    fired = {}
+    for function in functions:
+        code = function.__code__
+        name = function.__qualname__ + (" (its wrapper)" if hasattr(function, "__wrapped__") else "")
+        fired[name] = 0
+        for instruction in dis.get_instructions(code):
+            interrupt_at(code, instruction.offset)
+            try:
+                run()
+            except KeyboardInterrupt:
+                fired[name] += 1
+            finally:
+                sys.settrace(None)
+            try:
+                check()
+            except Exception as exc:
+                where = f"after an interrupt in {name} before {instruction.opname} at {instruction.offset}"
+                raise AssertionError(f"{where}: {exc!r}") from exc
+    return fired
+
+
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("info", [False, True], ids=["no-info", "info"])
 @pytest.mark.parametrize("hosting", ["serial", "inline", "workers"])
 def test_ctrl_c_at_any_bytecode_of_a_steps_send_and_receive_leaves_the_env_current(hosting, info):
     """A real Ctrl-C lands between two bytecodes anywhere; the other tests catch it in the waits. Here it is raised
     before each bytecode of a synchronous step's own code in turn (step, send and its dispatch, recv and its
-    receive, the transport's posting and gathering), and every next step must return what the envs hold then."""
-    import dis
-
+    receive, the transport's posting and gathering), and the next steps must return what the envs hold then."""
     from shoal.vector.base import VectorEnv
     from shoal.vector.channel import Channel
     from shoal.vector.link import Link
 
     with shoal.make(functools.partial(SlowEnv, 0.0, info=info), 4, **INTERRUPTIBLE[hosting]) as envs:
         envs.reset(seed=0)
-        k = 0
         transport = type(envs._transport)
-        codes = [f.__code__ for f in (VectorEnv.step, VectorEnv.send, VectorEnv._dispatch_step, VectorEnv.recv,
-                                      VectorEnv._receive, transport.step, transport.gather)]
+        functions = [VectorEnv.step, VectorEnv.send, VectorEnv._dispatch_step, VectorEnv.recv, VectorEnv._receive,
+                     transport.step, transport.gather]
         if hosting != "serial":
-            codes += [f.__code__ for f in (Link.post_steps, transport._read, Link.take_answer, Channel.peek,
-                                           Channel.skip)]
-        fired = {code.co_name: 0 for code in codes}
-        for code in codes:
-            for instruction in dis.get_instructions(code):
-                k += 1
-                interrupt_at(code, instruction.offset)
-                try:
-                    envs.step(np.full(4, k % 5))
-                except KeyboardInterrupt:  # (offsets of paths the step does not take never fire)
-                    fired[code.co_name] += 1
-                finally:
-                    sys.settrace(None)
-                where = f"after an interrupt in {code.co_name} before {instruction.opname} at {instruction.offset}"
-                for j in range(2):
-                    actions = (np.arange(4) + k + j) % 5
-                    try:
-                        obs, *_, infos = envs.step(actions)
-                        assert_current(envs, obs, actions)
-                        if info:  # each stepped env's own step count (an answer read for another step has another)
-                            stepped = infos.get("_t", np.zeros(4, bool))
-                            assert (stepped == (obs[:, 0] > 0)).all()
-                            np.testing.assert_array_equal(infos.get("t", np.zeros(4))[stepped], obs[stepped, 0])
-                    except Exception as exc:
-                        raise AssertionError(f"{where}: {exc!r}") from exc
-        silent = sorted(name for name, count in fired.items() if count < 3)  # the channel only carries infos
-        assert silent == ([] if info or hosting == "serial" else ["peek", "skip"]), fired
+            functions += [Link.post_steps, transport._read, Link.take_answer, Channel.peek, Channel.skip]
+        k = iter(range(1, 1 << 30))
+
+        def check():
+            for _ in range(2):
+                actions = (np.arange(4) + next(k)) % 5
+                obs, *_, infos = envs.step(actions)
+                assert_current(envs, obs, actions)
+                if info:  # each stepped env's own step count (an answer read for another step has another)
+                    stepped = infos.get("_t", np.zeros(4, bool))
+                    assert (stepped == (obs[:, 0] > 0)).all()
+                    np.testing.assert_array_equal(infos.get("t", np.zeros(4))[stepped], obs[stepped, 0])
+
+        fired = interrupt_everywhere(functions, lambda: envs.step(np.full(4, next(k) % 5)), check)
+    silent = sorted(name for name, count in fired.items() if count < 3)  # the channel only carries infos
+    assert silent == ([] if info or hosting == "serial" else ["Channel.peek", "Channel.skip"]), fired
 
 
 @pytest.mark.timeout(300)
@@ -304,40 +317,26 @@ def test_ctrl_c_at_any_bytecode_of_a_steps_send_and_receive_leaves_the_env_curre
 def test_ctrl_c_at_any_bytecode_of_a_reset_or_a_call_leaves_the_env_current(hosting):
     """As above, for reset() (its two halves) and call() (its halves, the parking of what steps): after each
     interrupt, a seeded reset equals a reference's and a step returns what the envs hold."""
-    import dis
-
     from shoal.vector.base import VectorEnv
 
     fn = functools.partial(SlowEnv, 0.0)
     with shoal.make(fn, 4, **INTERRUPTIBLE[hosting]) as envs, shoal.make(fn, 4, backend="serial") as ref:
         envs.reset(seed=0)
         expected, _ = ref.reset(seed=3)
-        interrupted = [
-            (f, lambda: envs.reset(seed=1)) for f in (VectorEnv.reset, VectorEnv.reset_async, VectorEnv.reset_wait)
-        ] + [
-            (f, lambda: envs.call("nap", 0.0))
-            for f in (VectorEnv.call, VectorEnv._run_everywhere, VectorEnv.call_wait, VectorEnv._quiesce_for_call)
-        ]
-        fired = {function.__name__: 0 for function, _ in interrupted}
-        for function, run in interrupted:
-            for instruction in dis.get_instructions(function):
-                interrupt_at(function.__code__, instruction.offset)
-                try:
-                    run()
-                except KeyboardInterrupt:  # (offsets of paths not taken never fire)
-                    fired[function.__name__] += 1
-                finally:
-                    sys.settrace(None)
-                where = f"after an interrupt in {function.__name__} before {instruction.opname} at {instruction.offset}"
-                try:
-                    obs, _ = envs.reset(seed=3)
-                    np.testing.assert_array_equal(obs, expected)
-                    actions = np.arange(4) % 5
-                    obs, *_ = envs.step(actions)
-                    assert_current(envs, obs, actions)
-                except Exception as exc:
-                    raise AssertionError(f"{where}: {exc!r}") from exc
-        assert min(fired.values()) >= 3, fired
+
+        def check():
+            obs, _ = envs.reset(seed=3)
+            np.testing.assert_array_equal(obs, expected)
+            actions = np.arange(4) % 5
+            obs, *_ = envs.step(actions)
+            assert_current(envs, obs, actions)
+
+        resets = [VectorEnv.reset, VectorEnv.reset.__wrapped__, VectorEnv.reset_async, VectorEnv.reset_wait]
+        calls = [VectorEnv.call, VectorEnv.call.__wrapped__, VectorEnv._run_everywhere, VectorEnv.call_wait,
+                 VectorEnv._quiesce_for_call]
+        fired = interrupt_everywhere(resets, lambda: envs.reset(seed=1), check)
+        fired.update(interrupt_everywhere(calls, lambda: envs.call("nap", 0.0), check))
+    assert min(fired.values()) >= 3, fired
 
 
 @pytest.mark.timeout(60)

@@ -13,21 +13,18 @@ import numpy as np
 
 from shoal.errors import ConfigError
 from shoal.vector.engine import Command, Op
-from shoal.vector.state import AsyncState, check_timeout
+from shoal.vector.state import AsyncState, check_timeout, whole
 
 
 class Calls:
     """The call methods of :class:`~shoal.vector.base.VectorEnv` (a mixin: it uses the vector env's transport,
     groups and state machine)."""
 
+    @whole
     def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
         """Call ``name(*args, **kwargs)`` on every env (or read it, if it is not callable); one result per env."""
-        try:
-            self.call_async(name, *args, **kwargs)
-            return self.call_wait()
-        except BaseException as exc:
-            self._note_interrupt(exc)
-            raise
+        self.call_async(name, *args, **kwargs)
+        return self.call_wait()
 
     def call_async(self, name: str, *args: Any, **kwargs: Any) -> None:
         self._run_everywhere(Op.CALL, (name, args, kwargs))
@@ -48,15 +45,13 @@ class Calls:
         self._state, self._interrupted = AsyncState.DEFAULT, False
         return tuple(value for _, result in answers for value in result)
 
+    @whole
     def get_attr(self, name: str) -> tuple[Any, ...]:
         """The attribute ``name`` of every env."""
-        try:
-            self._run_everywhere(Op.GET_ATTR, name)
-            return self.call_wait()
-        except BaseException as exc:
-            self._note_interrupt(exc)
-            raise
+        self._run_everywhere(Op.GET_ATTR, name)
+        return self.call_wait()
 
+    @whole
     def set_attr(self, name: str, values: Any) -> None:
         """Set attribute ``name`` on every env: one value per env (list/tuple), or the same value for all."""
         if isinstance(values, (list, tuple)):
@@ -65,18 +60,14 @@ class Calls:
         else:
             values = [values] * self.num_envs
         self._check_idle("set_attr")
-        try:
-            self._quiesce_for_call()
-            self._transport.dispatch(
-                {
-                    g: Command(Op.SET_ATTR, self._group_ids(g), (name, list(values[r.start : r.stop])))
-                    for g, r in enumerate(self.groups)
-                }
-            )
-            self._transport.collect(list(range(len(self.groups))))
-        except BaseException as exc:
-            self._note_interrupt(exc)
-            raise
+        self._quiesce_for_call()
+        self._transport.dispatch(
+            {
+                g: Command(Op.SET_ATTR, self._group_ids(g), (name, list(values[r.start : r.stop])))
+                for g, r in enumerate(self.groups)
+            }
+        )
+        self._transport.collect(list(range(len(self.groups))))
 
     def _run_everywhere(self, op: Op, payload: Any) -> None:
         self._check_idle(op.name.lower())

@@ -6,7 +6,9 @@ the two the vector env is waiting for that kind of answer, and nothing else may 
 
 from __future__ import annotations
 
+import functools
 from enum import Enum
+from typing import Any, Callable
 
 from shoal.errors import AlreadyPendingCallError, ClosedError, ConfigError, NoAsyncCallError
 
@@ -52,3 +54,19 @@ def check_timeout(timeout: float | None) -> float | None:
     ):
         raise ConfigError(f"timeout must be None or a non-negative number of seconds, got {timeout!r}")
     return timeout
+
+
+def whole(method: Callable[..., Any]) -> Callable[..., Any]:
+    """``method`` runs both halves of a call (``step`` is ``send`` then ``recv``): an exception out of it goes to the
+    vector env's ``_note_interrupt`` first, which remembers an interrupt (Ctrl-C) wherever it landed, so that the
+    next call drops what this one left (its waits alone cannot see one between the halves)."""
+
+    @functools.wraps(method)
+    def run(self: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except BaseException as exc:
+            self._note_interrupt(exc)
+            raise
+
+    return run

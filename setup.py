@@ -13,5 +13,6 @@ setup(
         Extension("shoal.atari._frames", ["src/shoal/atari/_frames.c"], extra_compile_args=flags),
         Extension("shoal.vector._counters", ["src/shoal/vector/_counters.c"], extra_compile_args=flags[:1]),
         Extension("shoal.vector._memory", ["src/shoal/vector/_memory.c"], extra_compile_args=flags[:1]),
+        Extension("shoal.vector._pipe", ["src/shoal/vector/_pipe.c"], extra_compile_args=flags[:1]),
     ]
 )

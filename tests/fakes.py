@@ -116,6 +116,11 @@ class SlowEnv(gym.Env):
         time.sleep(seconds)
         return self.t
 
+    def big(self, seconds: float, size: int) -> np.ndarray:
+        """Naps, then returns ``size`` bytes (an answer larger than a pipe holds)."""
+        time.sleep(seconds)
+        return np.zeros(size, np.uint8)
+
     def step(self, action):
         self.t += 1
         time.sleep(self.delay * (1 + (self.t + self.jitter) % 3))

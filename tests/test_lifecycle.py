@@ -13,6 +13,7 @@ import sys
 import textwrap
 import threading
 import time
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -114,6 +115,67 @@ def test_interpreter_exits_with_envs_left_open():
     assert len(pids) == 2
     _, alive = psutil.wait_procs([psutil.Process(p) for p in pids if psutil.pid_exists(p)], timeout=3)
     assert not alive
+
+
+_KILLED_MID_MESSAGE = {
+    # the parent dies before the worker answers a call with 16 MB: nobody reads the answer, and the pipe fills
+    "answer": """
+        threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGKILL)).start()
+        envs.call("big", 0.6, 1 << 24)
+    """,
+    # the parent dies 4 KiB into a 16 MB command (set_attr's values): the worker waits for the rest of it
+    "command": """
+        from shoal.vector import channel
+        write_from = channel.write_from
+        def cut(fd, data, progress):
+            if len(data) > 1 << 20:
+                write_from(fd, memoryview(data)[:4096], progress)
+                os.kill(os.getpid(), signal.SIGKILL)
+            return write_from(fd, data, progress)
+        channel.write_from = cut
+        envs.set_attr("payload", [np.zeros(1 << 21)] * 2)
+    """,
+}
+
+
+@pytest.mark.parametrize("what", list(_KILLED_MID_MESSAGE))
+def test_workers_leave_when_their_parent_is_killed_in_the_middle_of_a_message(what, tmp_path):
+    """A parent killed (SIGKILL) while a message between it and a worker is half-way: the worker, whose pipe shows
+    no end of file (it and its forked sibling hold the parent's end too), notices that its parent is gone and
+    exits, instead of waiting for the rest of the message, or for room for its answer, forever."""
+    code = textwrap.dedent(
+        """
+        import os, signal, sys, threading
+        import numpy as np, shoal
+        sys.path.insert(0, {tests!r})
+        from fakes import SlowEnv
+        envs = shoal.make(SlowEnv, 2, num_workers=2, inline=False, context="fork")
+        envs.reset(seed=0)
+        print(*[p.pid for p in envs._transport._procs.values()], flush=True)
+        """
+    ).format(tests=str(Path(__file__).parent)) + textwrap.dedent(_KILLED_MID_MESSAGE[what])
+    with open(tmp_path / "out", "w+") as out:  # a file, not a pipe: a worker left behind holds it open
+        done = subprocess.run([sys.executable, "-c", code], stdout=out, stderr=subprocess.STDOUT, timeout=60)
+        out.seek(0)
+        printed = out.read()
+    assert done.returncode == -signal.SIGKILL, printed
+    workers = [psutil.Process(int(p)) for p in printed.split()]
+    assert len(workers) == 2
+    deadline = time.monotonic() + 5.0  # a worker checks on its parent every second while a message waits
+    while time.monotonic() < deadline and any(_running(w) for w in workers):
+        time.sleep(0.05)
+    left = [w.pid for w in workers if _running(w)]
+    for w in workers:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            w.kill()
+    assert not left, f"workers {left} outlived their parent by 5 s"
+
+
+def _running(process: psutil.Process) -> bool:
+    try:
+        return process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
 @pytest.mark.parametrize("batch_size", [None, 2], ids=["sync", "async"])
@@ -279,7 +341,7 @@ def interrupt_everywhere(functions, run, check) -> dict[str, int]:
 
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("info", [False, True], ids=["no-info", "info"])
-@pytest.mark.parametrize("hosting", ["serial", "inline", "workers"])
+@pytest.mark.parametrize("hosting", ["serial", "inline", "workers", pytest.param("ray", marks=pytest.mark.ray)])
 def test_ctrl_c_at_any_bytecode_of_a_steps_send_and_receive_leaves_the_env_current(hosting, info):
     """A real Ctrl-C lands between two bytecodes anywhere; the other tests catch it in the waits. Here it is raised
     before each bytecode of a synchronous step's own code in turn (step, send and its dispatch, recv and its
@@ -293,7 +355,10 @@ def test_ctrl_c_at_any_bytecode_of_a_steps_send_and_receive_leaves_the_env_curre
         transport = type(envs._transport)
         functions = [VectorEnv.step, VectorEnv.send, VectorEnv._dispatch_step, VectorEnv.recv, VectorEnv._receive,
                      transport.step, transport.gather]
-        if hosting != "serial":
+        if hosting == "ray":  # every step is a message each way: queued, owed and written; peeked, read, skipped
+            functions += [transport._send, Channel.queue, Channel.flush, transport._wait, transport._read,
+                          Channel.peek, Channel.skip]
+        elif hosting != "serial":
             functions += [Link.post_steps, transport._read, Link.take_answer, Channel.peek, Channel.skip]
         k = iter(range(1, 1 << 30))
 
@@ -309,7 +374,7 @@ def test_ctrl_c_at_any_bytecode_of_a_steps_send_and_receive_leaves_the_env_curre
 
         fired = interrupt_everywhere(functions, lambda: envs.step(np.full(4, next(k) % 5)), check)
     silent = sorted(name for name, count in fired.items() if count < 3)  # the channel only carries infos
-    assert silent == ([] if info or hosting == "serial" else ["Channel.peek", "Channel.skip"]), fired
+    assert silent == ([] if info or hosting in ("serial", "ray") else ["Channel.peek", "Channel.skip"]), fired
 
 
 @pytest.mark.timeout(300)
@@ -318,6 +383,8 @@ def test_ctrl_c_at_any_bytecode_of_a_reset_or_a_call_leaves_the_env_current(host
     """As above, for reset() (its two halves) and call() (its halves, the parking of what steps): after each
     interrupt, a seeded reset equals a reference's and a step returns what the envs hold."""
     from shoal.vector.base import VectorEnv
+    from shoal.vector.channel import Channel
+    from shoal.vector.link import Link
 
     fn = functools.partial(SlowEnv, 0.0)
     with shoal.make(fn, 4, **INTERRUPTIBLE[hosting]) as envs, shoal.make(fn, 4, backend="serial") as ref:
@@ -334,6 +401,9 @@ def test_ctrl_c_at_any_bytecode_of_a_reset_or_a_call_leaves_the_env_current(host
         resets = [VectorEnv.reset, VectorEnv.reset.__wrapped__, VectorEnv.reset_async, VectorEnv.reset_wait]
         calls = [VectorEnv.call, VectorEnv.call.__wrapped__, VectorEnv._run_everywhere, VectorEnv.call_wait,
                  VectorEnv._quiesce_for_call]
+        if hosting != "serial":  # the command's way to a worker: posted, its message queued and written (a cut
+            # between the post and the message, or inside the message, left the worker waiting for it: a hang)
+            resets += [Link.post, Channel.queue, Channel.flush]
         fired = interrupt_everywhere(resets, lambda: envs.reset(seed=1), check)
         fired.update(interrupt_everywhere(calls, lambda: envs.call("nap", 0.0), check))
     assert min(fired.values()) >= 3, fired

@@ -128,7 +128,7 @@ def test_a_peeked_message_stays_until_skipped_and_a_prefix_travels_with_it():
     import struct
 
     a, b = mp.Pipe()
-    left, right = Channel(a), Channel(b, draining=True)
+    left, right = Channel(a), Channel(b)
     left.send(b"payload", prefix=struct.pack("!q", 7))
     left.send(b"next")
     assert right.peek(8) == b"payload" and right.peek(8) == b"payload"  # read again: the same message
@@ -139,12 +139,51 @@ def test_a_peeked_message_stays_until_skipped_and_a_prefix_travels_with_it():
     right.close()
 
 
-def test_a_draining_end_waiting_on_a_silent_peer_asks_whether_to_go_on():
+def test_a_message_an_interrupt_cut_short_is_finished_by_the_next_flush(monkeypatch):
+    """Ctrl-C right after a write returned (where Python would lose its count) leaves the message queued with the
+    bytes written counted exactly: the next flush sends the rest and the peer reads it whole. A message is dropped
+    only if none of it went, and no other is queued while it is."""
+    from shoal.vector import channel as channel_module
+
+    a, b = mp.Pipe()
+    sender, reader = Channel(a), Channel(b)
+    big = os.urandom(1 << 20)  # more than the pipe holds
+    write_from = channel_module.write_from
+
+    def interrupted(fd, data, progress):
+        write_from(fd, data, progress)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(channel_module, "write_from", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        sender.send(big, tag="reset")
+    monkeypatch.undo()
+    tag, written = sender.queued
+    assert tag == "reset" and 0 < written < len(big)
+    with pytest.raises(RuntimeError, match="already partly sent"):
+        sender.drop()
+    with pytest.raises(RuntimeError, match="still being sent"):
+        sender.queue(b"another")
+    got = []
+    thread = threading.Thread(target=lambda: got.append(reader.recv()))
+    thread.start()
+    sender.flush()
+    thread.join()
+    assert got == [big] and sender.queued is None
+    sender.queue(b"never posted", tag=8)
+    sender.drop()  # none of it written: gone
+    sender.send(b"next")
+    assert reader.recv() == b"next"
+    sender.close()
+    reader.close()
+
+
+def test_an_end_waiting_on_a_silent_peer_asks_whether_to_go_on():
     # The peer's end stays open and silent (a Ray node whose machine is gone): without the check, a send would wait
     # for room, and a receive for the rest of a message, forever. The check runs each stall period and gives up by
     # raising.
     a, b = mp.Pipe()
-    sender = Channel(a, draining=True)
+    sender = Channel(a)
     checks = []
 
     def stalled():
@@ -160,7 +199,7 @@ def test_a_draining_end_waiting_on_a_silent_peer_asks_whether_to_go_on():
     sender.close()
 
     a, b = mp.Pipe()  # a message that stops coming halfway, its sender's end open: the reader gives up the same way
-    reader, checks = Channel(a, draining=True), []
+    reader, checks = Channel(a), []
     os.write(b.fileno(), (1 << 20).to_bytes(4, "big") + b"x" * 1000)
     with pytest.raises(BrokenPipeError, match="gone"):
         reader.recv(stalled, stall_s=0.05)
@@ -169,7 +208,7 @@ def test_a_draining_end_waiting_on_a_silent_peer_asks_whether_to_go_on():
     reader.close()
 
     a, b = mp.Pipe()  # a peer that reads, slowly: the check runs while it does not and the message arrives whole
-    sender, reader = Channel(a, draining=True), Channel(b)
+    sender, reader = Channel(a), Channel(b)
     big, got, calls = os.urandom(1 << 20), [], []
     thread = threading.Thread(target=lambda: (time.sleep(0.3), got.append(reader.recv())))
     thread.start()

@@ -202,7 +202,7 @@ def test_a_node_actor_serves_the_vector_env_after_strangers_fail_its_challenge_o
     from shoal.vector.buffers import BufferSpec
     from shoal.vector.engine import Command, Op
     from shoal.vector.gym_engine import GymEngineFactory
-    from shoal.vector.ray_node import CLOSE, NodeHost, command_request, read_reply
+    from shoal.vector.ray_node import CLOSE, NUMBER, NodeHost, command_request, read_reply
     from shoal.vector.ray_transport import dial
 
     probe = gym.make("CartPole-v1")
@@ -222,7 +222,9 @@ def test_a_node_actor_serves_the_vector_env_after_strangers_fail_its_challenge_o
             conn = dial(address, key, 0)
         conn.send_bytes(command_request({0: Command(Op.RESET, np.arange(2), ([1, 2], None))}, [None]))
         buffers = spec.allocate()
-        [(group, (ok, _))] = read_reply(conn.recv_bytes(), buffers, [range(0, 2)])
+        message = conn.recv_bytes()
+        assert NUMBER.unpack_from(message) == (0,)  # the node's first reply
+        [(group, (ok, _))] = read_reply(message[NUMBER.size:], buffers, [range(0, 2)])
         expected = [gym.make("CartPole-v1").reset(seed=s)[0] for s in (1, 2)]
         assert group == 0 and ok and np.array_equal(buffers.obs[:2], np.stack(expected))
         conn.send_bytes(CLOSE)

@@ -107,8 +107,22 @@ class Signals(NamedTuple):
     ring: int
     spin_s: float
 
-    def link(self, conn: Any) -> Link:
-        return Link(Channel(conn), Counters(self.memory, self.count), self.host, self.ring)
+    def link(self, conn: Any, stalled: Any = None) -> Link:
+        """This worker's end of its link; ``stalled`` runs every :data:`_ORPHAN_POLL_S` that a message to or from
+        the parent waits."""
+        channel = Channel(conn, stalled, _ORPHAN_POLL_S)
+        return Link(channel, Counters(self.memory, self.count), self.host, self.ring)
+
+
+def orphan_check(parent: int) -> Any:
+    """A check that raises :class:`EOFError` once this process's parent (pid ``parent``) is gone. A worker cannot
+    count on its pipe's end of file then: a forked sibling, or the worker itself, may hold the parent's end open."""
+
+    def check() -> None:
+        if os.getppid() != parent:
+            raise EOFError(f"the parent process (pid {parent}) is gone")
+
+    return check
 
 
 def run(
@@ -127,8 +141,8 @@ def run(
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it closes us
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not a handler inherited from the parent (Ray installs one)
     retain_freed_memory()  # an engine's large temporaries are reused, not mapped and faulted in every step
-    parent = os.getppid()
-    link = signals.link(conn)
+    orphaned = orphan_check(os.getppid())
+    link = signals.link(conn, orphaned)  # also while a message to or from the parent waits
     buffers = spec.view(memory)
     try:
         engine = cloudpickle.loads(factory_bytes)(ids, buffers, autoreset_mode)
@@ -145,8 +159,7 @@ def run(
             # that end open).
             ready = link.wait_command(spin, _ORPHAN_POLL_S)
             while not ready:
-                if os.getppid() != parent:
-                    return
+                orphaned()
                 ready = link.wait_command(no_spin, _ORPHAN_POLL_S)
             command = link.take_command()
             if command == CLOSE:

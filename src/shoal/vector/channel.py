@@ -1,18 +1,22 @@
 """The pipe between the multiprocessing backend's parent and a worker: payloads (see :mod:`shoal.vector.link`), each
 written, and usually read, with one system call. The Ray backend's vector env talks to each node's actor over a
-socket the same way (its end draining; the actor's a plain ``Connection``, whose framing is the same).
+socket the same way (the actor's end a plain ``Connection``, whose framing is the same).
 
 A :class:`Channel` wraps one end of ``multiprocessing.Pipe()`` (so it is created, and handed to a spawned worker,
 the way multiprocessing does it) but moves messages with ``os.write``/``os.read`` on its descriptor. Messages are
 framed like ``Connection``'s: a 4-byte big-endian length, then the bytes. A :class:`Poller` tells whose other end
 is closed (the peer died or exited).
 
-Messages of any size: the parent's end is non-blocking, and while a message it sends does not fit in the pipe it
-reads what the worker is sending meanwhile into its inbox (``draining``), so two large messages crossing each
-other cannot block both sides; the worker's end blocks, which is safe because the parent always drains. A peer
-that stops reading without closing its end (a Ray node whose machine is gone) would hold such a send forever: the
-sender's ``stalled`` check runs every ``stall_s`` while it waits, and may end it by raising; the same for a
-message that stops coming halfway.
+Messages of any size: both ends are non-blocking, and while a message a side sends does not fit in the pipe it
+reads what the other side is sending meanwhile into its inbox, so two large messages crossing each other cannot
+block both sides. A peer that stops reading without closing its end (a Ray node whose machine is gone; a worker's
+parent killed while a forked sibling holds its end open) would hold such a send, or a read of a message that stops
+coming halfway, forever: the ``stalled`` check runs every ``stall_s`` while one waits, and may end it by raising.
+
+Interrupts: a message is queued whole (one store), then written by :func:`~shoal.vector._pipe.write_from`, which
+counts what it wrote exactly, so a Ctrl-C anywhere leaves a message either not begun or written up to a known byte:
+:meth:`Channel.flush` finishes it, or :meth:`Channel.drop` forgets one not begun, never leaving the peer a part.
+Reading is the same: :meth:`Channel.peek` leaves a message in the inbox until :meth:`Channel.skip` drops it.
 """
 
 from __future__ import annotations
@@ -20,7 +24,10 @@ from __future__ import annotations
 import os
 import select
 import struct
+from array import array
 from typing import Any, Callable, Iterable
+
+from shoal.vector._pipe import write_from
 
 _HEADER = struct.Struct("!i")
 _READ_SIZE = 4096  # what one read asks for: every message of a step, and most others, whole
@@ -49,43 +56,66 @@ class Channel:
     """One end of a pipe (or a socket): framed messages.
 
     Args:
-        conn: one end of ``multiprocessing.Pipe()`` (or a ``Connection`` over a socket); the channel owns it.
-        draining: make the descriptor non-blocking and, while a send waits for room, read incoming messages into
-            the inbox (the parent's end; see the module docstring).
+        conn: one end of ``multiprocessing.Pipe()`` (or a ``Connection`` over a socket); the channel owns it and
+            makes its descriptor non-blocking.
+        stalled, stall_s: the check a wait runs every ``stall_s`` seconds with no news from the peer, when the call
+            waiting passes none (see the module docstring; None: wait as long as it takes).
     """
 
-    def __init__(self, conn: Any, draining: bool = False) -> None:
+    def __init__(self, conn: Any, stalled: Callable[[], None] | None = None, stall_s: float = 1.0) -> None:
         self.conn = conn  # owns the descriptor: closing it closes the channel
         self.fd = conn.fileno()
         self.poller = Poller([self.fd])
         self._inbox = bytearray()  # read from the pipe, not yet returned
-        self._draining = draining
-        if draining:
-            os.set_blocking(self.fd, False)
-            self._both = select.poll()
-            self._both.register(self.fd, select.POLLIN | select.POLLOUT)
+        self._outbox: tuple[bytes, array, Any] | None = None  # (framed message, bytes written, tag): being sent
+        self._stalled, self._stall_s = stalled, stall_s
+        os.set_blocking(self.fd, False)
+        self._both = select.poll()
+        self._both.register(self.fd, select.POLLIN | select.POLLOUT)
 
     def send(
-        self, message: bytes, stalled: Callable[[], None] | None = None, stall_s: float = 1.0, prefix: bytes = b""
+        self, message: bytes, stalled: Callable[[], None] | None = None, stall_s: float | None = None,
+        prefix: bytes = b"", tag: Any = None,
     ) -> None:
-        """Send ``prefix + message`` whole (joined in the one copy the framing makes anyway). On a draining end,
-        while it waits for room, ``stalled()`` runs every ``stall_s`` seconds with no news from the peer (it raises
-        to give up: the message is then partly sent, and the channel is of no further use)."""
+        """Send ``prefix + message`` whole: :meth:`queue` it, then :meth:`flush`."""
+        self.queue(message, prefix, tag)
+        self.flush(stalled, stall_s)
+
+    def queue(self, message: bytes, prefix: bytes = b"", tag: Any = None) -> None:
+        """Make ``prefix + message`` (joined in the one copy the framing makes anyway) the message to send, with
+        ``tag`` to say what it is (:attr:`queued`); none of it is written until :meth:`flush`. One message at a
+        time: a message an interrupt left unsent must be flushed or dropped first."""
+        if self._outbox is not None:
+            raise RuntimeError(f"a message (tag {self._outbox[2]!r}) is still being sent: flush or drop it first")
         data = b"".join((_HEADER.pack(len(prefix) + len(message)), prefix, message))
-        if not self._draining:
-            sent = os.write(self.fd, data)
-            if sent < len(data):  # a long message into a full pipe
-                rest = memoryview(data)[sent:]
-                while rest:
-                    rest = rest[os.write(self.fd, rest) :]
+        self._outbox = (data, array("q", [0]), tag)  # one store: an interrupt leaves it queued whole, or not
+
+    @property
+    def queued(self) -> tuple[Any, int] | None:
+        """The queued message's tag and how many of its bytes are written; None when nothing is queued."""
+        out = self._outbox
+        return None if out is None else (out[2], out[1][0])
+
+    def drop(self) -> None:
+        """Forget the queued message; only one none of whose bytes are written (the peer would get a part)."""
+        out = self._outbox
+        if out is not None and out[1][0]:
+            raise RuntimeError(f"cannot drop a message (tag {out[2]!r}) already partly sent")
+        self._outbox = None
+
+    def flush(self, stalled: Callable[[], None] | None = None, stall_s: float | None = None) -> None:
+        """Write the rest of the queued message (if any). While it waits for room it reads what the peer sends
+        into the inbox, and runs ``stalled()`` (default: the channel's) every ``stall_s`` seconds with no news
+        from the peer; if that raises, or an interrupt comes, the message stays queued, written up to a known
+        byte, for a later flush."""
+        out = self._outbox
+        if out is None:
             return
-        rest = memoryview(data)
-        while rest:
-            try:
-                rest = rest[os.write(self.fd, rest) :]
+        stalled, stall_s = self._check(stalled, stall_s)
+        data, progress = out[0], out[1]
+        while progress[0] < len(data):
+            if write_from(self.fd, data, progress):
                 continue
-            except BlockingIOError:
-                pass
             ready = self._both.poll(None if stalled is None else stall_s * 1000)
             if not ready and stalled is not None:  # no room, and nothing from the peer: is it still there?
                 stalled()
@@ -94,6 +124,13 @@ class Channel:
                     self._inbox += self._read_some()
                 elif events & _CLOSED:
                     raise BrokenPipeError("the other end of the pipe is closed")
+        self._outbox = None
+
+    def _check(self, stalled: Callable[[], None] | None, stall_s: float | None) -> tuple[Any, float]:
+        """The stall check a wait runs, and every how many seconds: the caller's, else the channel's."""
+        if stalled is None:
+            return self._stalled, self._stall_s
+        return stalled, self._stall_s if stall_s is None else stall_s
 
     def ready(self) -> bool:
         """Whether a message has begun to come (read into the inbox while sending, or waiting to be read): then
@@ -114,17 +151,17 @@ class Channel:
             raise EOFError("the other end of the pipe is closed")
         return chunk
 
-    def recv(self, stalled: Callable[[], None] | None = None, stall_s: float = 1.0) -> bytes:
+    def recv(self, stalled: Callable[[], None] | None = None, stall_s: float | None = None) -> bytes:
         """The next message, blocking until it comes; :class:`EOFError` when the other end is closed.
 
         Reads whatever the pipe holds in one call (a message and its header together), keeping the rest for the
-        next message. ``stalled`` as in :meth:`send`, while a non-blocking end waits for the rest of a message.
+        next message. ``stalled`` as in :meth:`flush`, while it waits for a message or its rest.
         """
         message = self.peek(0, stalled, stall_s)
         self.skip()
         return message
 
-    def peek(self, start: int = 0, stalled: Callable[[], None] | None = None, stall_s: float = 1.0) -> bytes:
+    def peek(self, start: int = 0, stalled: Callable[[], None] | None = None, stall_s: float | None = None) -> bytes:
         """The next message from its byte ``start`` on, blocking until it has all come, and left in the inbox
         (:meth:`skip` drops it): cut short by an interrupt, or repeated, it reads the same message."""
         if len(self._inbox) < _HEADER.size:
@@ -135,6 +172,11 @@ class Channel:
         with memoryview(self._inbox) as view:
             return bytes(view[_HEADER.size + start : end])
 
+    def whole(self) -> bool:
+        """Whether the inbox holds a whole message (one :meth:`peek` read and an interrupt left there, say)."""
+        inbox = self._inbox
+        return len(inbox) >= _HEADER.size and len(inbox) >= _HEADER.size + _HEADER.unpack_from(inbox)[0]
+
     def prefix(self, form: struct.Struct) -> tuple:
         """The start of the message :meth:`peek` read, unpacked as ``form``."""
         return form.unpack_from(self._inbox, _HEADER.size)
@@ -143,13 +185,14 @@ class Channel:
         """Drop the message :meth:`peek` read (one deletion: an interrupt cannot cut it in half)."""
         del self._inbox[: _HEADER.size + _HEADER.unpack_from(self._inbox)[0]]
 
-    def _fill(self, size: int, stalled: Callable[[], None] | None, stall_s: float) -> None:
+    def _fill(self, size: int, stalled: Callable[[], None] | None, stall_s: float | None) -> None:
         """Read into the inbox, blocking until it holds at least ``size`` bytes. (A bytearray: a large message
         comes in many reads from a socket, and appending to bytes would copy all of it each time.)"""
+        stalled, stall_s = self._check(stalled, stall_s)
         while len(self._inbox) < size:
             try:
                 chunk = os.read(self.fd, max(size - len(self._inbox), _READ_SIZE))
-            except BlockingIOError:  # the non-blocking end, before the message has come: wait for it
+            except BlockingIOError:  # before the message has come: wait for it
                 if not select.select([self.fd], [], [], None if stalled is None else stall_s)[0] and stalled:
                     stalled()
                 continue

@@ -108,12 +108,22 @@ class Link:
 
     # -- the parent's side -----------------------------------------------------------------------------------------
 
-    def post(self, group: int, message: bytes = b"") -> None:
+    def post(
+        self, group: int, message: bytes = b"", stalled: Callable[[], None] | None = None, stall_s: float = 1.0
+    ) -> None:
         """Post a command: step the host's group ``group`` (its index among the host's groups), or, with
-        ``group == ON_PIPE``, the pickled command ``message``."""
+        ``group == ON_PIPE``, the pickled command ``message`` (``stalled`` as in :meth:`Channel.flush`).
+
+        The message is queued, tagged with its command's number, before the post and written after it (a message
+        larger than the pipe is written while the worker reads it): wherever an interrupt lands, the next post or
+        :meth:`resync` finishes a message whose command was posted and drops one whose command was not, so the
+        worker never waits for a message that does not come, nor reads one meant for another command."""
+        if group == ON_PIPE:
+            self._settle_message(stalled, stall_s)
+            self.channel.queue(message, tag=self.sent)
         self.post_steps((group,))
-        if group == ON_PIPE:  # posted first: a message larger than the pipe is written while the worker reads it
-            self.channel.send(message)
+        if group == ON_PIPE:
+            self.channel.flush(stalled, stall_s)
 
     def post_steps(self, groups: Sequence[int]) -> None:
         """Post one command per group of ``groups`` (indices among the host's groups): step it. The worker sees
@@ -130,10 +140,21 @@ class Link:
 
     def resync(self) -> None:
         """After an interrupt (Ctrl-C) cut a post short: what the worker was told, the shared count, is what was
-        posted (commands written past it were not); and the worker is woken, in case the cut came between a post
-        and its wake-up (a wake-up of a worker that is not asleep does nothing)."""
+        posted (commands written past it were not); the worker is woken, in case the cut came between a post and
+        its wake-up (a wake-up of a worker that is not asleep does nothing); and a message the cut left unsent is
+        finished, or dropped if its command was not posted."""
         self.sent = int(self.counters.load(self._posted))
         self.counters.wake(self._posted)
+        self._settle_message()
+
+    def _settle_message(self, stalled: Callable[[], None] | None = None, stall_s: float = 1.0) -> None:
+        queued = self.channel.queued
+        if queued is None:
+            return
+        if queued[0] < self.counters.load(self._posted):  # its command was posted: the worker is reading it
+            self.channel.flush(stalled, stall_s)
+        else:
+            self.channel.drop()
 
     def available(self) -> int:
         """How many answers are waiting to be taken."""

@@ -123,7 +123,7 @@ class MultiprocessingTransport(Transport):
                 proc.start()
                 child_end.close()
                 self._procs[host], self._queued[host] = proc, deque()
-                self._links[host] = Link(Channel(parent_end, draining=True), self._counters, host, ring)
+                self._links[host] = Link(Channel(parent_end), self._counters, host, ring)
             if inline:
                 self._engine = factory(self.groups[0], self.buffers, autoreset_mode)
             for host, link in self._links.items():  # each worker says it is ready, or why not

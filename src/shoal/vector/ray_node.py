@@ -119,6 +119,7 @@ class NodeHost:
     def _serve(self, conn: Connection, local: Transport) -> None:
         owed: set[int] = set()  # groups sent a command and not answered back yet
         answered: dict[int, tuple[bool, Any]] = {}  # answers read from the pool, not sent yet
+        replies = 0  # sent so far: each reply carries its number
         while True:
             if not owed or (self.overlaps and conn.poll(0)):
                 message = conn.recv_bytes()
@@ -138,7 +139,8 @@ class NodeHost:
             groups = list(answered)
             owed.difference_update(groups)
             answers = [answered.pop(g) for g in groups]
-            conn.send_bytes(reply(groups, answers, local.buffers, [self.ranges[g] for g in groups]))
+            conn.send_bytes(reply(replies, groups, answers, local.buffers, [self.ranges[g] for g in groups]))
+            replies += 1
 
     def _start(self, message: bytes, local: Transport, answered: dict[int, tuple[bool, Any]]) -> list[int]:
         """Write a message's actions and start its commands; its groups (global indices)."""
@@ -157,10 +159,13 @@ class NodeHost:
         return os.getpid()
 
 
-# -- the wire: a message is b"S" (a plain step), b"P" (pickled commands) or CLOSE; a reply is the answers, pickled
-# unless all are empty, then the rows of every per-step array, raw. Both sides know the row sizes from the spec.
+# -- the wire: a message is b"S" (a plain step), b"P" (pickled commands) or CLOSE; a reply is its number, the
+# answers, pickled unless all are empty, then the rows of every per-step array, raw. Both sides know the row sizes
+# from the spec.
 
 _COUNT = struct.Struct("<i")
+NUMBER = struct.Struct("<q")
+"""A reply's number (the node's replies count from 0), before the rest: the reader knows which it has taken."""
 
 
 def step_request(groups: Sequence[int], actions: np.ndarray, ranges: Sequence[range]) -> bytes:
@@ -191,9 +196,11 @@ def read_request(message: bytes, actions: np.ndarray, ranges: dict[int, range]) 
     return groups, None
 
 
-def reply(groups: list[int], answers: list[tuple[bool, Any]], buffers: Buffers, ranges: list[range]) -> bytes:
-    """A node's answers for ``groups`` (env ids ``ranges``): the groups, their answers (encoded as a worker's;
-    pickled unless all are empty), and their rows of every per-step array, raw."""
+def reply(
+    number: int, groups: list[int], answers: list[tuple[bool, Any]], buffers: Buffers, ranges: list[range]
+) -> bytes:
+    """A node's reply ``number``: its answers for ``groups`` (env ids ``ranges``): the groups, their answers
+    (encoded as a worker's; pickled unless all are empty), and their rows of every per-step array, raw."""
     encoded = []
     for ids, (ok, value) in zip(ranges, answers):
         try:
@@ -201,16 +208,16 @@ def reply(groups: list[int], answers: list[tuple[bool, Any]], buffers: Buffers, 
         except Exception as exc:  # an answer that cannot be pickled: the error naming its env
             encoded.append(_worker.error_reply(exc))
     header = b"" if not any(encoded) else pickle.dumps(encoded, protocol=pickle.HIGHEST_PROTOCOL)
-    parts: list[Any] = [_COUNT.pack(len(groups)), np.asarray(groups, np.int32).tobytes(), _COUNT.pack(len(header)),
-                        header]
+    parts: list[Any] = [NUMBER.pack(number), _COUNT.pack(len(groups)), np.asarray(groups, np.int32).tobytes(),
+                        _COUNT.pack(len(header)), header]
     for array in step_arrays(buffers, buffers.slot(0)):
         parts += [array[ids.start : ids.stop] for ids in ranges]
     return b"".join(parts)
 
 
 def read_reply(message: bytes, buffers: Buffers, ranges: Sequence[range]) -> list[tuple[int, tuple[bool, Any]]]:
-    """The groups of a reply and their answers, their rows copied into ``buffers`` (observations: into their target
-    slots); ``ranges``: every group's env ids."""
+    """The groups of a reply (without its number) and their answers, their rows copied into ``buffers``
+    (observations: into their target slots); ``ranges``: every group's env ids. Reading one twice writes the same."""
     (count,) = _COUNT.unpack_from(message)
     groups = np.frombuffer(message, np.int32, count, _COUNT.size).tolist()
     offset = _COUNT.size * 2 + 4 * count

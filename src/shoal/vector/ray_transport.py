@@ -38,7 +38,7 @@ from shoal.vector import _worker
 from shoal.vector.buffers import BufferSpec
 from shoal.vector.channel import Channel
 from shoal.vector.engine import Command, Op
-from shoal.vector.ray_node import CLOSE, NodeHost, command_request, read_reply, step_request
+from shoal.vector.ray_node import CLOSE, NUMBER, NodeHost, command_request, read_reply, step_request
 from shoal.vector.transport import EngineFactory, Transport, messages, pickled, raise_first, timed_out
 
 _CLOSE_GRACE_S = 5.0
@@ -127,12 +127,13 @@ class _Node:
 
     def __init__(self, index: int, actor: Any, groups: list[int], ids: range) -> None:
         self.index, self.actor, self.groups, self.ids = index, actor, groups, ids
-        self.channel: Channel | None = None  # its connection, draining: see _send
+        self.channel: Channel | None = None  # its connection
         self.serving: Any = None  # the ref of its serve() call: it ends when the actor does
         self.where = ""  # its node's address and the actor's pid, for errors
         self.node_id = ""  # the Ray node it runs on
         self.pid = 0  # the actor's process
         self.owed: set[int] = set()  # its groups sent a command and not answered yet
+        self.taken = 0  # its replies read (each carries its number)
         self.check_alive: Any = None  # run while a message to or from it waits (RayTransport._check_alive)
 
 
@@ -199,7 +200,7 @@ class RayTransport(Transport):
         ])
         for node, (_, address, pid, node_id) in zip(self._nodes, replies):
             node.serving = node.actor.serve.remote()
-            node.channel = Channel(dial(address, key, node.index), draining=True)
+            node.channel = Channel(dial(address, key, node.index))
             node.where, node.node_id, node.pid = f"on {address[0]}, pid {pid}", node_id, pid
 
     # -- moving data -----------------------------------------------------------------------------------------------
@@ -237,11 +238,25 @@ class RayTransport(Transport):
         return self.buffers.actions[ids.start : ids.stop]
 
     def _send(self, node: _Node, message: bytes, groups: list[int]) -> None:
-        node.owed.update(groups)
+        """Send ``message`` (commands for ``groups``) to ``node``. Queued first, tagged with its groups, then
+        owed, then written: wherever an interrupt lands, :meth:`_settle` (before any other message goes) owes its
+        groups and finishes writing it, so that no group waits for an answer to a message the node never got."""
         try:  # while a large message waits for room, the node's replies are read meanwhile: no deadlock
-            node.channel.send(message, node.check_alive, CHECK_S)
+            node.channel.queue(message, tag=groups)
+            node.owed.update(groups)
+            node.channel.flush(node.check_alive, CHECK_S)
         except OSError:  # the actor is gone: these groups (and any it owed) get the error naming its envs
             self._fail(node)
+
+    def _settle(self, node: _Node) -> None:
+        """Finish the message an interrupt left queued to ``node``, if any (its groups owed)."""
+        queued = node.channel.queued
+        if queued is not None:
+            node.owed.update(queued[0])
+            try:
+                node.channel.flush(node.check_alive, CHECK_S)
+            except OSError:
+                self._fail(node)
 
     def _check_alive(self, node: _Node) -> None:
         """A send to ``node`` has waited :data:`CHECK_S` for room, or a reply from it for its rest:
@@ -252,13 +267,19 @@ class RayTransport(Transport):
             raise BrokenPipeError(f"Ray actor {node.index} ended while a message to it waited for room")
 
     def owes(self) -> bool:
-        return bool(self._answers) or any(node.owed for node in self._nodes)
+        return bool(self._answers) or any(node.owed or node.channel.queued for node in self._nodes)
 
     def drain(self) -> None:
+        for node in self._nodes:
+            self._settle(node)
         owing = [node for node in self._nodes if node.owed]
         while owing:
             self._wait(owing, None)
             owing = [node for node in self._nodes if node.owed]
+        for node in self._nodes:  # nothing is owed now: a reply left in the inbox was read before an interrupt
+            while node.channel.whole():  # cut _read short (it would take it for the next request's): taken
+                node.taken = node.channel.prefix(NUMBER)[0] + 1
+                node.channel.skip()
         self._answers.clear()
 
     def gather(self, groups: Sequence[int], timeout: float | None = None) -> list[tuple[int, tuple[bool, Any]]]:
@@ -313,9 +334,18 @@ class RayTransport(Transport):
                 return False
 
     def _read(self, node: _Node) -> None:
-        """Read ``node``'s next reply: its answers, and its rows copied into the buffers."""
+        """Read ``node``'s next reply: its answers, and its rows copied into the buffers. The reply leaves the
+        inbox only after it is counted as taken, and one taken already is skipped: an interrupt anywhere in here
+        leaves the same reply to read again (reading it twice writes the same) or one to skip, never the replies
+        one out of step."""
+        channel = node.channel
         try:  # (a node lost halfway through a reply: see _check_alive)
-            message = node.channel.recv(node.check_alive, CHECK_S)
+            while True:
+                message = channel.peek(NUMBER.size, node.check_alive, CHECK_S)
+                (number,) = channel.prefix(NUMBER)
+                if number >= node.taken:
+                    break
+                channel.skip()
         except (EOFError, OSError):
             self._fail(node)
             return
@@ -323,6 +353,8 @@ class RayTransport(Transport):
             if group in node.owed:  # (an answer for a group already failed, when a worker died, is dropped)
                 node.owed.discard(group)
                 self._answers[group] = answer
+        node.taken = number + 1
+        channel.skip()
 
     def _fail(self, node: _Node) -> None:
         """``node``'s actor died: every group it owes an answer gets the error naming its envs."""
@@ -369,6 +401,7 @@ class RayTransport(Transport):
             if node.channel is not None:
                 if not terminate:
                     try:
+                        node.channel.flush(node.check_alive, CHECK_S)  # what an interrupt left half-sent first
                         node.channel.send(CLOSE, node.check_alive, CHECK_S)
                     except OSError:  # already gone
                         pass

@@ -176,7 +176,11 @@ class MultiprocessingTransport(Transport):
         for host, queue in self._queued.items():  # what an interrupt may have left between recording and posting
             if queue:
                 link = self._links[host]
-                link.resync()
+                try:
+                    link.resync()
+                except (BrokenPipeError, ConnectionResetError, EOFError):  # died before it read a message cut short
+                    self._fail(host, self._died(host))
+                    continue
                 for _ in range(len(queue) - (link.sent - link.taken)):  # recorded, not posted (or read, not taken)
                     queue.pop()
         owing = self._read_available()
@@ -301,12 +305,18 @@ class MultiprocessingTransport(Transport):
     # -- shutdown --------------------------------------------------------------------------------------------------
 
     def close(self, terminate: bool = False) -> None:
+        deadline = time.monotonic() + _CLOSE_GRACE_S
+
+        def late() -> None:  # a worker not reading (stuck in an env) while a message an interrupt cut short waits
+            if time.monotonic() > deadline:
+                raise TimeoutError("the worker does not read its pipe")
+
         for link in self._links.values():
             if terminate:
                 break
             try:
-                link.post(ON_PIPE, _worker.CLOSE)
-            except OSError:  # already dead: nothing to tell it
+                link.post(ON_PIPE, _worker.CLOSE, late, 0.1)
+            except OSError:  # already dead, or not reading: nothing to tell it (TimeoutError is an OSError)
                 continue
         for link in self._links.values():  # a worker still writing an answer nobody will read gets EPIPE and exits;
             link.channel.close()  # the others read CLOSE, which the pipe keeps for them

@@ -174,8 +174,13 @@ def test_a_message_an_interrupt_cut_short_is_finished_by_the_next_flush(monkeypa
     sender.drop()  # none of it written: gone
     sender.send(b"next")
     assert reader.recv() == b"next"
-    sender.close()
     reader.close()
+    with pytest.raises(BrokenPipeError):  # the peer is gone: the message stays queued, part of it written or not
+        sender.send(big)
+    sender.abandon()  # what a transport does with a dead peer's channel, so the next send fails the same way
+    with pytest.raises(BrokenPipeError):
+        sender.send(b"after")
+    sender.close()
 
 
 def test_an_end_waiting_on_a_silent_peer_asks_whether_to_go_on():

@@ -103,6 +103,10 @@ class Channel:
             raise RuntimeError(f"cannot drop a message (tag {out[2]!r}) already partly sent")
         self._outbox = None
 
+    def abandon(self) -> None:
+        """Forget the queued message, written or not: the peer is gone (nothing it reads is a part)."""
+        self._outbox = None
+
     def flush(self, stalled: Callable[[], None] | None = None, stall_s: float | None = None) -> None:
         """Write the rest of the queued message (if any). While it waits for room it reads what the peer sends
         into the inbox, and runs ``stalled()`` (default: the channel's) every ``stall_s`` seconds with no news

@@ -359,6 +359,7 @@ class RayTransport(Transport):
     def _fail(self, node: _Node) -> None:
         """``node``'s actor died: every group it owes an answer gets the error naming its envs."""
         error = self._died(node)
+        node.channel.abandon()  # a message it did not take: the next send to it fails as this one did
         for group in sorted(node.owed):
             self._answers[group] = (False, error)
         node.owed.clear()

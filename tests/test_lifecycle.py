@@ -378,7 +378,7 @@ def test_ctrl_c_at_any_bytecode_of_a_steps_send_and_receive_leaves_the_env_curre
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("hosting", ["serial", "inline", "workers"])
+@pytest.mark.parametrize("hosting", ["serial", "inline", "workers", pytest.param("ray", marks=pytest.mark.ray)])
 def test_ctrl_c_at_any_bytecode_of_a_reset_or_a_call_leaves_the_env_current(hosting):
     """As above, for reset() (its two halves) and call() (its halves, the parking of what steps): after each
     interrupt, a seeded reset equals a reference's and a step returns what the envs hold."""
@@ -401,7 +401,10 @@ def test_ctrl_c_at_any_bytecode_of_a_reset_or_a_call_leaves_the_env_current(host
         resets = [VectorEnv.reset, VectorEnv.reset.__wrapped__, VectorEnv.reset_async, VectorEnv.reset_wait]
         calls = [VectorEnv.call, VectorEnv.call.__wrapped__, VectorEnv._run_everywhere, VectorEnv.call_wait,
                  VectorEnv._quiesce_for_call]
-        if hosting != "serial":  # the command's way to a worker: posted, its message queued and written (a cut
+        if hosting == "ray":  # the commands' way to a node: queued, owed, written
+            transport = type(envs._transport)
+            resets += [transport.dispatch, transport._send, Channel.queue, Channel.flush]
+        elif hosting != "serial":  # the command's way to a worker: posted, its message queued and written (a cut
             # between the post and the message, or inside the message, left the worker waiting for it: a hang)
             resets += [Link.post, Channel.queue, Channel.flush]
         fired = interrupt_everywhere(resets, lambda: envs.reset(seed=1), check)

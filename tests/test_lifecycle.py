@@ -412,6 +412,52 @@ def test_ctrl_c_at_any_bytecode_of_a_reset_or_a_call_leaves_the_env_current(host
     assert min(fired.values()) >= 3, fired
 
 
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("hosting", ["workers", pytest.param("ray", marks=pytest.mark.ray)])
+def test_ctrl_c_at_any_bytecode_of_an_asynchronous_step_is_undone_by_a_full_reset(hosting):
+    """Asynchronous mode: after an interrupt before any bytecode of a send or a recv, collecting what is pending
+    (recv) and a full reset() bring every env back: the batches that follow are current and every env comes round.
+    (Before, an interrupt just after a batch's answers were taken and before it was held lost its groups, and the
+    full reset itself failed looking for their answers.)"""
+    from shoal.vector.base import VectorEnv
+    from shoal.vector.state import AsyncState
+
+    fn = functools.partial(SlowEnv, 0.0, info=True)
+    with shoal.make(fn, 8, batch_size=4, **INTERRUPTIBLE[hosting]) as envs:
+        envs.reset(seed=0)
+        transport = type(envs._transport)
+        k = iter(range(1, 1 << 30))
+
+        def check():
+            if envs._state is AsyncState.WAITING_STEP:
+                envs.recv()
+            obs, info = envs.reset(seed=3)
+            np.testing.assert_array_equal(obs[:, 0], 0)
+            t = np.zeros(8)  # each env's step count, as SlowEnv keeps it: it ends at multiples of 7 and autoresets
+            seen = set(info["env_id"].tolist())
+            for _ in range(8):
+                envs.send(np.full(4, next(k) % 5))
+                obs, *_, info = envs.recv()
+                ids = info["env_id"]
+                fresh = np.array([i not in seen for i in ids])  # the full reset's other half: returned unstepped
+                ended = (t[ids] > 0) & (t[ids] % 7 == 0)
+                t[ids] = np.where(fresh | ended, 0, t[ids] + 1)
+                np.testing.assert_array_equal(obs[:, 0], t[ids], err_msg=f"a stale or lost step of envs {ids}")
+                seen |= set(ids.tolist())
+            assert seen == set(range(8)), f"envs that never came back: {sorted(set(range(8)) - seen)}"
+
+        def run():
+            envs.send(np.full(4, next(k) % 5))
+            envs.recv()
+
+        functions = [transport.step, transport.gather_any]
+        if hosting == "workers":  # the vector env's own part is the same over any transport (and Ray's is slow)
+            functions += [VectorEnv.send, VectorEnv._dispatch_step, VectorEnv.recv, VectorEnv._receive,
+                          VectorEnv._collect_any]
+        fired = interrupt_everywhere(functions, run, check)
+    assert min(fired.values()) >= 3, fired
+
+
 @pytest.mark.timeout(60)
 def test_ctrl_c_during_step_wait_leaves_the_step_pending():
     """As in Gymnasium's AsyncVectorEnv (and as after a timeout): step_wait() again collects the interrupted step;

@@ -312,7 +312,8 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
         seeds = self._seeds(seed)
         payload_options = options or None
         if mask is None:
-            self._discard_in_flight()
+            if self.is_async:  # drop what is in flight, by the transport's own count: it holds even where an
+                self._drop_owed()  # interrupt lost a batch's answers between their taking and their holding
             groups = list(range(len(self.groups)))
             ids = [self._group_ids(g) for g in groups]
             self._buffers.obs_target[:] = 0
@@ -763,10 +764,6 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
         if self._buffers.slots_on[0]:
             self._buffers.obs_target[:] = 0
             self._buffers.carry(np.arange(self.num_envs))
-
-    def _discard_in_flight(self) -> None:
-        self._park_in_flight()
-        self._ready = []
 
 
 def _scaled(units: range, rows: int) -> range:

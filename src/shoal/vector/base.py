@@ -169,6 +169,7 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
         self._held_rows: Any = slice(0)  # and their buffer rows (a slice when consecutive)
         self._wanted = self.batch_size // len(self.groups[0])  # groups per asynchronous batch
         self._ready: list[tuple[int, Any]] = []  # answers collected early (async mode), handed out first by recv
+        self._handout: list[tuple[int, Any]] | None = None  # the answers of the batch a wait is handing out
         self._sent: list[int] = []
         self._reset_request: tuple[list[int], bool] = ([], False)
         self._used_sequences: set[int] = set()
@@ -352,8 +353,7 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
         groups, full = self._reset_request
         try:
             if full and self.is_async:
-                answers = self._absorb(self._collect_any(self._wanted, timeout))
-                self._hold([g for g, _ in answers])
+                answers = self._hand_out(timeout)
             else:
                 answers = self._absorb(self._transport.collect(groups, timeout))
                 if full:
@@ -361,7 +361,7 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
         except BaseException as exc:
             self._cut_short(exc)
             raise
-        self._state, self._interrupted = AsyncState.DEFAULT, False
+        self._state, self._interrupted, self._handout = AsyncState.DEFAULT, False, None
         if self.is_async:
             ids, rows = self._held_ids, self._held_rows
             return self._observations(rows), self._infos(answers, ids, rows)
@@ -492,22 +492,31 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
             if not self.is_async:
                 answers = self._transport.collect(self._sent, timeout)
             else:
-                answers = self._collect_any(self._wanted, timeout)
+                answers = self._hand_out(timeout)
         except BaseException as exc:
             self._cut_short(exc)
             raise
-        self._state, self._interrupted = AsyncState.DEFAULT, False
-        answers = self._absorb(answers)
+        self._state, self._interrupted, self._handout = AsyncState.DEFAULT, False, None
         if not self.is_async:
-            return answers, None, slice(None)
-        self._hold([g for g, _ in answers])
+            return self._absorb(answers), None, slice(None)
         return answers, self._held_ids, self._held_rows
 
-    def _collect_any(self, wanted: int, timeout: float | None) -> list[tuple[int, Any]]:
-        """The first ``wanted`` answers: those parked earlier first (a timeout keeps what was read for later)."""
-        if len(self._ready) < wanted:
-            self._ready += self._transport.collect_any(wanted - len(self._ready), timeout)
-        answers, self._ready = self._ready[:wanted], self._ready[wanted:]
+    def _hand_out(self, timeout: float | None) -> list[tuple[int, Any]]:
+        """Asynchronous mode: wait for the first :attr:`_wanted` answers (those parked earlier first), hold their
+        groups, and forget the answers where they were kept. Every step of it can be cut short and done again by
+        the wait that follows (an interrupt keeps the wait pending): the answers are only looked at until
+        :attr:`_handout` holds them, and then that list is handed out again; the caller clears it with the state."""
+        answers = self._handout
+        if answers is None:
+            answers = self._ready[: self._wanted]
+            if len(answers) < self._wanted:
+                answers = answers + self._transport.collect_any(self._wanted - len(answers), timeout)
+            self._handout = answers = self._absorb(answers)
+        groups = [g for g, _ in answers]
+        self._hold(groups)
+        if self._ready:
+            self._ready = [a for a in self._ready if a[0] not in groups]
+        self._transport.release(groups)
         return answers
 
     def _sequenced(self, answers: list[tuple[int, Any]]) -> bool:
@@ -710,6 +719,7 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
         elif self._interrupted or (self._state is AsyncState.DEFAULT and self._transport.owes()):
             self._drop_owed()
         check_idle(self._state, self.closed, name)
+        self._handout = None  # the last wait's batch is the caller's (an interrupt may have left this set)
 
     def _drop_owed(self) -> None:
         """Collect and drop every answer the envs owe, and what was read and not collected: nothing is pending."""

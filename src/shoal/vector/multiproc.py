@@ -211,7 +211,7 @@ class MultiprocessingTransport(Transport):
             if not self._wait(owing, count - len(answers), deadline):
                 raise timed_out(timeout)
             owing = self._read_available()
-        return [(group, answers.pop(group)) for group in list(islice(answers, count))]
+        return [(group, answers[group]) for group in islice(answers, count)]
 
     def _read_available(self) -> tuple[int, ...]:
         """Read every answer that has come; the hosts that still owe some."""

@@ -135,6 +135,7 @@ class NodeHost:
                 except WaitTimeoutError:
                     continue
                 answered.update((g + self.first, answer) for g, answer in done)
+                local.release(g for g, _ in done)
                 continue
             groups = list(answered)
             owed.difference_update(groups)

@@ -27,6 +27,7 @@ import os
 import socket
 import time
 from contextlib import contextmanager
+from itertools import islice
 from multiprocessing.connection import Connection, answer_challenge, deliver_challenge, wait
 from typing import Any, Iterator, Sequence
 
@@ -302,7 +303,7 @@ class RayTransport(Transport):
                 raise RuntimeError(f"gather_any: {count} answers wanted, {len(self._answers)} can come")
             if not self._wait(owing, deadline):
                 raise timed_out(timeout)
-        return [(group, self._answers.pop(group)) for group in list(self._answers)[:count]]
+        return [(group, self._answers[group]) for group in islice(self._answers, count)]
 
     def _read_available(self) -> None:
         for node in self._nodes:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections import deque
+from itertools import islice
 from typing import Any, Callable, Sequence
 
 from gymnasium.vector import AutoresetMode
@@ -27,8 +27,7 @@ class SerialTransport(Transport):
         except BaseException:
             self.close()
             raise
-        self._done: dict[int, tuple[bool, Any]] = {}
-        self._order: deque[int] = deque()
+        self._answers: dict[int, tuple[bool, Any]] = {}  # group -> answer not yet collected, in the order run
 
     def dispatch(self, commands: dict[int, Command]) -> None:
         for group, command in commands.items():
@@ -40,23 +39,19 @@ class SerialTransport(Transport):
 
     def _run(self, group: int, run: Callable[[Any], Any], argument: Any) -> None:
         """``run(argument)`` for ``group``; its answer (or error) waits for :meth:`gather`."""
-        self._done[group] = answer_of(run, argument)
-        self._order.append(group)
+        self._answers[group] = answer_of(run, argument)
 
     def owes(self) -> bool:
-        return bool(self._done)
+        return bool(self._answers)
 
     def drain(self) -> None:
-        self._done.clear()
-        self._order.clear()
+        self._answers.clear()
 
     def gather(self, groups: Sequence[int], timeout: float | None = None) -> list[tuple[int, tuple[bool, Any]]]:
-        for group in groups:
-            self._order.remove(group)
-        return [(g, self._done.pop(g)) for g in groups]
+        return [(g, self._answers.pop(g)) for g in groups]
 
     def gather_any(self, count: int, timeout: float | None = None) -> list[tuple[int, tuple[bool, Any]]]:
-        return self.gather([self._order[i] for i in range(count)])
+        return list(islice(self._answers.items(), count))
 
     def close(self, terminate: bool = False) -> None:
         engines, self.engines = self.engines, []

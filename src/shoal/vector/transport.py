@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pickle
 from abc import ABC, abstractmethod
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import cloudpickle
 import numpy as np
@@ -37,6 +37,7 @@ class Transport(ABC):
     """
 
     buffers: Buffers
+    _answers: dict[int, tuple[bool, Any]]  # group -> its answer, read and not yet collected (each backend keeps it)
 
     def __init__(
         self,
@@ -75,8 +76,14 @@ class Transport(ABC):
 
     def collect_any(self, count: int, timeout: float | None = None) -> list[tuple[int, Any]]:
         """Wait until ``count`` of the groups in flight have answered; ``(group, result)`` in the order they did.
-        ``timeout`` and errors as in :meth:`collect`."""
+        ``timeout`` and errors as in :meth:`collect`. The answers stay stored until :meth:`release` (waiting again
+        before it gives the same ones): an interrupt between their taking and their keeping cannot lose them."""
         return raise_first(self.gather_any(count, timeout))
+
+    def release(self, groups: Iterable[int]) -> None:
+        """Forget the stored answers of ``groups`` (those :meth:`collect_any` gave); idempotent."""
+        for group in groups:
+            self._answers.pop(group, None)
 
     @abstractmethod
     def owes(self) -> bool:
@@ -93,7 +100,7 @@ class Transport(ABC):
 
     @abstractmethod
     def gather_any(self, count: int, timeout: float | None = None) -> list[tuple[int, tuple[bool, Any]]]:
-        """:meth:`collect_any` without raising, as :meth:`gather`."""
+        """:meth:`collect_any` without raising, as :meth:`gather` (the answers stay stored until :meth:`release`)."""
 
     @abstractmethod
     def close(self, terminate: bool = False) -> None:

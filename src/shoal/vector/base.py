@@ -170,6 +170,7 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
         self._wanted = self.batch_size // len(self.groups[0])  # groups per asynchronous batch
         self._ready: list[tuple[int, Any]] = []  # answers collected early (async mode), handed out first by recv
         self._handout: list[tuple[int, Any]] | None = None  # the answers of the batch a wait is handing out
+        self._calling = False  # async mode: a call has parked what stepped and not yet collected its answers
         self._sent: list[int] = []
         self._reset_request: tuple[list[int], bool] = ([], False)
         self._used_sequences: set[int] = set()
@@ -508,6 +509,7 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
         :attr:`_handout` holds them, and then that list is handed out again; the caller clears it with the state."""
         answers = self._handout
         if answers is None:
+            self._forget_parked()
             answers = self._ready[: self._wanted]
             if len(answers) < self._wanted:
                 answers = answers + self._transport.collect_any(self._wanted - len(answers), timeout)
@@ -705,10 +707,14 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
         call; a pending call cut short by an interrupt is dropped the same way). In asynchronous mode batches are
         in flight by design, and only a full reset drops them; a ``send`` after an interrupted ``recv`` is refused
         as for any pending call (``recv`` again collects it), and after an interrupted ``send`` only a full reset
-        may start new work."""
+        may start new work. A call parks what is in flight before it starts (:meth:`_quiesce_for_call`), so one cut
+        short (not left pending by ``call_async``) owes its own answers alone, and they are dropped here."""
         if self.closed:
             pass
         elif self.is_async:
+            if self._calling and self._state is AsyncState.DEFAULT:  # a call cut short: it had parked what was
+                self._transport.drain()  # stepping, so what the envs owe is that call's answers alone
+                self._calling = self._interrupted = False
             if self._interrupted and full:
                 self._drop_owed()
             elif self._interrupted and self._state is AsyncState.DEFAULT:
@@ -725,6 +731,7 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
         """Collect and drop every answer the envs owe, and what was read and not collected: nothing is pending."""
         self._transport.drain()
         self._ready = []
+        self._calling = False
         if self.is_async and self._held is not None:
             self._hold(list(range(len(self.groups))))  # nothing is in flight now: the full reset holds its batch
         self._state = AsyncState.DEFAULT
@@ -734,9 +741,14 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
         """``exc`` ended a synchronous ``step``/``reset``/``call`` (its two halves in one: ``state.whole``): if it is
         an interrupt, wherever it landed (in a wait, between the halves, after the answers were read), the next call
         drops what that one left (:meth:`_check_idle`), as one cut short in its wait does. (In asynchronous mode the
-        halves are the user's to pair, and only the waits' own rule applies.)"""
-        if not self.is_async and not isinstance(exc, Exception):
+        halves of a step or reset are the user's to pair, and only the waits' own rule applies; a whole call cut
+        short in its wait is no longer pending, and the next call drops it.)"""
+        if isinstance(exc, Exception):
+            return
+        if not self.is_async:
             self._interrupted = True
+        elif self._state is AsyncState.WAITING_CALL:  # a whole call's wait: the next call or step drops it
+            self._state = AsyncState.DEFAULT  # (_calling), as a synchronous one does
 
     def _cut_short(self, exc: BaseException) -> None:
         """The wait for a pending call's answers ended in ``exc`` (a wait that ends well makes the state default).
@@ -761,19 +773,32 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
         return [g for g in range(len(self.groups)) if g not in taken]
 
     def _park_in_flight(self) -> None:
-        """Collect the groups still stepping (async mode) and keep their answers for the next ``recv``."""
+        """Collect the groups still stepping (async mode) and keep their answers in :attr:`_ready` for the next
+        ``recv``. The answers are looked at, kept (one store), then released by the transport: an interrupt anywhere
+        leaves each answer in the transport, in both places or in :attr:`_ready` alone, never in neither (a copy
+        left in the transport is forgotten before the transport is read again: :meth:`_forget_parked`)."""
+        self._forget_parked()
         waiting = self._in_flight()
         if waiting:
-            self._ready += self._transport.collect(waiting)
+            self._ready = self._ready + self._transport.collect(waiting, keep=True)
+            self._transport.release(waiting)
+
+    def _forget_parked(self) -> None:
+        """Release in the transport the answers already kept in :attr:`_ready` (an interrupt may have come between
+        their keeping and their release)."""
+        if self._ready:
+            self._transport.release([g for g, _ in self._ready])
 
     def _quiesce_for_call(self) -> None:
         """Before a call: park what is stepping, then bring every observation back to slot 0, where calls
         (``restore_state``) rewrite them in place: a slot the torch ops handed out is never written outside a step
-        that aimed at it."""
+        that aimed at it. From here until the call's answers are collected, they are all the envs owe (async mode:
+        :attr:`_calling`, which lets the next call or step drop them if an interrupt cuts this one short)."""
         self._park_in_flight()
         if self._buffers.slots_on[0]:
             self._buffers.obs_target[:] = 0
             self._buffers.carry(np.arange(self.num_envs))
+        self._calling = self.is_async
 
 
 def _scaled(units: range, rows: int) -> range:

@@ -42,7 +42,7 @@ class Calls:
         except BaseException as exc:
             self._cut_short(exc)
             raise
-        self._state, self._interrupted = AsyncState.DEFAULT, False
+        self._state, self._interrupted, self._calling = AsyncState.DEFAULT, False, False
         return tuple(value for _, result in answers for value in result)
 
     @whole
@@ -68,6 +68,7 @@ class Calls:
             }
         )
         self._transport.collect(list(range(len(self.groups))))
+        self._calling = False
 
     def _run_everywhere(self, op: Op, payload: Any) -> None:
         self._check_idle(op.name.lower())
@@ -137,7 +138,9 @@ class Calls:
         commands = {g: Command(op, ids[part], payload(part)) for g, part in positions.items()}
         self._transport.dispatch(commands)
         results: list[Any] = [None] * len(ids)
-        for g, answer in self._transport.collect(list(commands)):
+        answers = self._transport.collect(list(commands))
+        self._calling = False
+        for g, answer in answers:
             for p, value in zip(positions[g], answer or [None] * len(positions[g])):
                 results[p] = value
         return results

@@ -189,7 +189,9 @@ class MultiprocessingTransport(Transport):
             owing = self._read_available()
         self._answers.clear()
 
-    def gather(self, groups: Sequence[int], timeout: float | None = None) -> list[tuple[int, tuple[bool, Any]]]:
+    def gather(
+        self, groups: Sequence[int], timeout: float | None = None, keep: bool = False
+    ) -> list[tuple[int, tuple[bool, Any]]]:
         deadline = None if timeout is None else time.monotonic() + timeout
         for group in groups:
             while group not in self._answers:
@@ -199,7 +201,8 @@ class MultiprocessingTransport(Transport):
                 if not self._wait((host,), 1, deadline):
                     raise timed_out(timeout)
                 self._read(host)
-        return [(group, self._answers.pop(group)) for group in groups]
+        take = self._answers.__getitem__ if keep else self._answers.pop
+        return [(group, take(group)) for group in groups]
 
     def gather_any(self, count: int, timeout: float | None = None) -> list[tuple[int, tuple[bool, Any]]]:
         deadline = None if timeout is None else time.monotonic() + timeout

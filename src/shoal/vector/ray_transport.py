@@ -283,7 +283,9 @@ class RayTransport(Transport):
                 node.channel.skip()
         self._answers.clear()
 
-    def gather(self, groups: Sequence[int], timeout: float | None = None) -> list[tuple[int, tuple[bool, Any]]]:
+    def gather(
+        self, groups: Sequence[int], timeout: float | None = None, keep: bool = False
+    ) -> list[tuple[int, tuple[bool, Any]]]:
         deadline = None if timeout is None else time.monotonic() + timeout
         for group in groups:
             while group not in self._answers:
@@ -292,7 +294,8 @@ class RayTransport(Transport):
                     raise RuntimeError(f"gather: group {group} was sent no command to answer")
                 if not self._wait([node], deadline):
                     raise timed_out(timeout)
-        return [(group, self._answers.pop(group)) for group in groups]
+        take = self._answers.__getitem__ if keep else self._answers.pop
+        return [(group, take(group)) for group in groups]
 
     def gather_any(self, count: int, timeout: float | None = None) -> list[tuple[int, tuple[bool, Any]]]:
         deadline = None if timeout is None else time.monotonic() + timeout

@@ -47,8 +47,11 @@ class SerialTransport(Transport):
     def drain(self) -> None:
         self._answers.clear()
 
-    def gather(self, groups: Sequence[int], timeout: float | None = None) -> list[tuple[int, tuple[bool, Any]]]:
-        return [(g, self._answers.pop(g)) for g in groups]
+    def gather(
+        self, groups: Sequence[int], timeout: float | None = None, keep: bool = False
+    ) -> list[tuple[int, tuple[bool, Any]]]:
+        take = self._answers.__getitem__ if keep else self._answers.pop
+        return [(g, take(g)) for g in groups]
 
     def gather_any(self, count: int, timeout: float | None = None) -> list[tuple[int, tuple[bool, Any]]]:
         return list(islice(self._answers.items(), count))

@@ -65,14 +65,17 @@ class Transport(ABC):
         :data:`~shoal.vector.engine.Op.STEP` commands, which a backend may carry a faster way (every step does)."""
         self.dispatch({g: Command(Op.STEP, self.group_ids[g]) for g in groups})
 
-    def collect(self, groups: Sequence[int], timeout: float | None = None) -> list[tuple[int, Any]]:
+    def collect(
+        self, groups: Sequence[int], timeout: float | None = None, keep: bool = False
+    ) -> list[tuple[int, Any]]:
         """Wait for the dispatched command of each of ``groups``; ``(group, result)`` in the order given.
 
         Raises the first error a group reported (an :class:`~shoal.errors.EnvError` naming the env), after every
         group asked for has answered, so the backend stays in step. Past ``timeout`` seconds (None: no limit),
         raises :class:`~shoal.errors.WaitTimeoutError` and keeps what it read, so a later call can finish.
+        ``keep``: the answers stay stored until :meth:`release`, as :meth:`collect_any`'s do.
         """
-        return raise_first(self.gather(groups, timeout))
+        return raise_first(self.gather(groups, timeout, keep))
 
     def collect_any(self, count: int, timeout: float | None = None) -> list[tuple[int, Any]]:
         """Wait until ``count`` of the groups in flight have answered; ``(group, result)`` in the order they did.
@@ -81,7 +84,7 @@ class Transport(ABC):
         return raise_first(self.gather_any(count, timeout))
 
     def release(self, groups: Iterable[int]) -> None:
-        """Forget the stored answers of ``groups`` (those :meth:`collect_any` gave); idempotent."""
+        """Forget the stored answers of ``groups`` (those :meth:`collect_any` or ``keep`` gave); idempotent."""
         for group in groups:
             self._answers.pop(group, None)
 
@@ -95,7 +98,9 @@ class Transport(ABC):
         short: see ``VectorEnv._check_idle``). A dead host's groups count as answered, as in :meth:`collect`."""
 
     @abstractmethod
-    def gather(self, groups: Sequence[int], timeout: float | None = None) -> list[tuple[int, tuple[bool, Any]]]:
+    def gather(
+        self, groups: Sequence[int], timeout: float | None = None, keep: bool = False
+    ) -> list[tuple[int, tuple[bool, Any]]]:
         """:meth:`collect` without raising: each group's answer as ``(ok, value)`` (``value``: the error if not ok)."""
 
     @abstractmethod

@@ -516,11 +516,24 @@ def test_ctrl_c_during_step_wait_leaves_the_step_pending():
             envs.recv()
         obs, info = envs.reset(seed=5)
         assert (obs[:, 0] == 0).all() and len(set(info["env_id"].tolist())) == 2
-        for _ in range(4):
+
+        def go_on():
+            for _ in range(4):
+                envs.send(np.array([2, 2]))
+                obs, *_, info = envs.recv()
+                t = np.array(envs.get_attr("t"), np.float64)[info["env_id"]]
+                np.testing.assert_array_equal(obs[:, 0], t)
+
+        go_on()
+        envs.call_async("nap", 0.3)  # a call the user started stays pending when its wait is interrupted
+        with ctrl_c_after(0.05):
+            envs.call_wait()
+        with pytest.raises(AlreadyPendingCallError, match=r"pending call to `call`"):
             envs.send(np.array([2, 2]))
-            obs, *_, info = envs.recv()
-            t = np.array(envs.get_attr("t"), np.float64)[info["env_id"]]
-            np.testing.assert_array_equal(obs[:, 0], t)
+        assert len(envs.call_wait()) == 4
+        with ctrl_c_after(0.05):  # a whole call() is not: the next call or send drops it
+            envs.call("nap", 0.3)
+        go_on()
 
 
 @pytest.mark.timeout(60)

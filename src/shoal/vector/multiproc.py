@@ -25,7 +25,6 @@ import multiprocessing as mp
 import os
 import time
 from collections import deque
-from itertools import islice
 from typing import Any, Sequence
 
 from gymnasium.vector import AutoresetMode
@@ -201,8 +200,7 @@ class MultiprocessingTransport(Transport):
                 if not self._wait((host,), 1, deadline):
                     raise timed_out(timeout)
                 self._read(host)
-        take = self._answers.__getitem__ if keep else self._answers.pop
-        return [(group, take(group)) for group in groups]
+        return self._stored(groups, keep)
 
     def gather_any(self, count: int, timeout: float | None = None) -> list[tuple[int, tuple[bool, Any]]]:
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -214,7 +212,7 @@ class MultiprocessingTransport(Transport):
             if not self._wait(owing, count - len(answers), deadline):
                 raise timed_out(timeout)
             owing = self._read_available()
-        return [(group, answers[group]) for group in islice(answers, count)]
+        return self._first_stored(count)
 
     def _read_available(self) -> tuple[int, ...]:
         """Read every answer that has come; the hosts that still owe some."""

@@ -27,7 +27,6 @@ import os
 import socket
 import time
 from contextlib import contextmanager
-from itertools import islice
 from multiprocessing.connection import Connection, answer_challenge, deliver_challenge, wait
 from typing import Any, Iterator, Sequence
 
@@ -294,8 +293,7 @@ class RayTransport(Transport):
                     raise RuntimeError(f"gather: group {group} was sent no command to answer")
                 if not self._wait([node], deadline):
                     raise timed_out(timeout)
-        take = self._answers.__getitem__ if keep else self._answers.pop
-        return [(group, take(group)) for group in groups]
+        return self._stored(groups, keep)
 
     def gather_any(self, count: int, timeout: float | None = None) -> list[tuple[int, tuple[bool, Any]]]:
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -306,7 +304,7 @@ class RayTransport(Transport):
                 raise RuntimeError(f"gather_any: {count} answers wanted, {len(self._answers)} can come")
             if not self._wait(owing, deadline):
                 raise timed_out(timeout)
-        return [(group, self._answers[group]) for group in islice(self._answers, count)]
+        return self._first_stored(count)
 
     def _read_available(self) -> None:
         for node in self._nodes:

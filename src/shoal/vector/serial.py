@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from itertools import islice
 from typing import Any, Callable, Sequence
 
 from gymnasium.vector import AutoresetMode
@@ -50,11 +49,10 @@ class SerialTransport(Transport):
     def gather(
         self, groups: Sequence[int], timeout: float | None = None, keep: bool = False
     ) -> list[tuple[int, tuple[bool, Any]]]:
-        take = self._answers.__getitem__ if keep else self._answers.pop
-        return [(g, take(g)) for g in groups]
+        return self._stored(groups, keep)
 
     def gather_any(self, count: int, timeout: float | None = None) -> list[tuple[int, tuple[bool, Any]]]:
-        return list(islice(self._answers.items(), count))
+        return self._first_stored(count)
 
     def close(self, terminate: bool = False) -> None:
         engines, self.engines = self.engines, []

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pickle
 from abc import ABC, abstractmethod
+from itertools import islice
 from typing import Any, Callable, Iterable, Sequence
 
 import cloudpickle
@@ -87,6 +88,17 @@ class Transport(ABC):
         """Forget the stored answers of ``groups`` (those :meth:`collect_any` or ``keep`` gave); idempotent."""
         for group in groups:
             self._answers.pop(group, None)
+
+    def _stored(self, groups: Sequence[int], keep: bool) -> list[tuple[int, tuple[bool, Any]]]:
+        """The stored answers of ``groups`` (each backend's :meth:`gather` once they have come), forgotten unless
+        ``keep``."""
+        take = self._answers.__getitem__ if keep else self._answers.pop
+        return [(group, take(group)) for group in groups]
+
+    def _first_stored(self, count: int) -> list[tuple[int, tuple[bool, Any]]]:
+        """The first ``count`` stored answers, in the order they came (:meth:`gather_any` once they have come);
+        they stay stored until :meth:`release`."""
+        return list(islice(self._answers.items(), count))
 
     @abstractmethod
     def owes(self) -> bool:

@@ -476,12 +476,13 @@ def test_ctrl_c_at_any_bytecode_of_an_asynchronous_step_loses_no_env(hosting, pa
             functions = [transport.step]
             own = [VectorEnv.send, VectorEnv._dispatch_step]
         elif part == "recv":
-            functions = [transport.gather_any]
+            functions = [transport.gather_any, Transport._first_stored]
             own = [VectorEnv.recv, VectorEnv._receive, VectorEnv._hand_out]
         else:
-            functions = [Transport.collect, transport.gather, Transport.release]
+            functions = [Transport.collect, transport.gather, Transport._stored, Transport.release]
             own = [VectorEnv.get_attr, VectorEnv.get_attr.__wrapped__, VectorEnv._run_everywhere,
-                   VectorEnv._quiesce_for_call, VectorEnv._park_in_flight, VectorEnv.call_wait, VectorEnv._on_envs]
+                   VectorEnv._quiesce_for_call, VectorEnv._park_in_flight, VectorEnv.call_wait, VectorEnv._on_envs,
+                   VectorEnv._run_now]
         if hosting != "ray":  # (the vector env's own part is the same over any transport, and Ray's is slow)
             functions += own
         fired = interrupt_everywhere(functions, run, check)

@@ -61,14 +61,20 @@ class Calls:
             values = [values] * self.num_envs
         self._check_idle("set_attr")
         self._quiesce_for_call()
-        self._transport.dispatch(
+        self._run_now(
             {
                 g: Command(Op.SET_ATTR, self._group_ids(g), (name, list(values[r.start : r.stop])))
                 for g, r in enumerate(self.groups)
             }
         )
-        self._transport.collect(list(range(len(self.groups))))
+
+    def _run_now(self, commands: dict[int, Command]) -> list[tuple[int, Any]]:
+        """Run a call's ``commands`` (after :meth:`_quiesce_for_call`) and collect their answers: the envs then owe
+        nothing for it (``_calling`` cleared)."""
+        self._transport.dispatch(commands)
+        answers = self._transport.collect(list(commands))
         self._calling = False
+        return answers
 
     def _run_everywhere(self, op: Op, payload: Any) -> None:
         self._check_idle(op.name.lower())
@@ -136,11 +142,8 @@ class Calls:
         group_of = np.searchsorted(starts, ids, side="right") - 1
         positions = {g: np.flatnonzero(group_of == g).tolist() for g in np.unique(group_of).tolist()}
         commands = {g: Command(op, ids[part], payload(part)) for g, part in positions.items()}
-        self._transport.dispatch(commands)
         results: list[Any] = [None] * len(ids)
-        answers = self._transport.collect(list(commands))
-        self._calling = False
-        for g, answer in answers:
+        for g, answer in self._run_now(commands):
             for p, value in zip(positions[g], answer or [None] * len(positions[g])):
                 results[p] = value
         return results

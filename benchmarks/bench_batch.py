@@ -1,6 +1,7 @@
 """The sanity envs, batch-native, against the same envs one instance at a time, in one run.
 
     python benchmarks/bench_batch.py [--instances 4096] [--seconds 1] [--rounds 3] [--envs Squared Memory ...]
+                                     [--autoreset-mode next_step|same_step]
 
 Per env: steps/s of shoal's batch-native env (serial, and multiprocessing with 2 workers), of the single-instance
 Gymnasium env under Gymnasium's ``SyncVectorEnv`` and under shoal's per-instance path (``shoal.make`` of the
@@ -52,33 +53,34 @@ def measure(envs, seconds: float, windows: int = 4, agents: int = 1) -> float:
     return best
 
 
-def _serial_rate(env_id: str, envs: int, seconds: float) -> float:
-    return measure(shoal.make(env_id, envs, backend="serial"), seconds)
+def _serial_rate(env_id: str, envs: int, seconds: float, mode: str = "next_step") -> float:
+    return measure(shoal.make(env_id, envs, backend="serial", autoreset_mode=mode), seconds)
 
 
-def bare(env_id: str, envs: int, seconds: float, processes: int = 2) -> float:
+def bare(env_id: str, envs: int, seconds: float, mode: str = "next_step", processes: int = 2) -> float:
     """Steps/s of ``processes`` independent processes at once, each stepping ``envs // processes`` envs serially."""
     with ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn")) as pool:
         # Every process up and shoal imported before timing: submitted together, so that the pool starts them all
         # (one submitted after another's answer would go to the process already idle)
         for warm in [pool.submit(_serial_rate, env_id, 1, 0.01) for _ in range(processes)]:
             warm.result()
-        rates = [pool.submit(_serial_rate, env_id, envs // processes, seconds) for _ in range(processes)]
+        rates = [pool.submit(_serial_rate, env_id, envs // processes, seconds, mode) for _ in range(processes)]
         return sum(rate.result() for rate in rates)
 
 
-def configs(name: str, instances: int, single: int):
+def configs(name: str, instances: int, single: int, mode: str = "next_step"):
     """(label, build, agents per env of the built vector env's steps). Multiagent's batch-native env has a row per
     agent (``instances`` rows: half as many envs); its Gymnasium env holds both agents, so its steps count twice."""
     env_id = f"shoal/{name}-v0"
     agents = 2 if name == "Multiagent" else 1
     envs = instances // agents
-    yield "batch serial", lambda: shoal.make(env_id, envs, backend="serial"), 1
-    yield "batch mp x2", lambda: shoal.make(env_id, envs, num_workers=2, inline=False), 1
-    yield "batch mp x2 inline", lambda: shoal.make(env_id, envs, num_workers=2), 1
+    yield "batch serial", lambda: shoal.make(env_id, envs, backend="serial", autoreset_mode=mode), 1
+    yield "batch mp x2", lambda: shoal.make(env_id, envs, num_workers=2, inline=False, autoreset_mode=mode), 1
+    yield "batch mp x2 inline", lambda: shoal.make(env_id, envs, num_workers=2, autoreset_mode=mode), 1
     fns = [lambda: gym.make(env_id)] * single
-    yield "gymnasium Sync", lambda: gym.vector.SyncVectorEnv(fns), agents
-    yield "shoal per-instance", lambda: shoal.make(fns, backend="serial"), agents
+    gym_mode = gym.vector.AutoresetMode("NextStep" if mode == "next_step" else "SameStep")
+    yield "gymnasium Sync", lambda: gym.vector.SyncVectorEnv(fns, autoreset_mode=gym_mode), agents
+    yield "shoal per-instance", lambda: shoal.make(fns, backend="serial", autoreset_mode=mode), agents
 
 
 def main() -> None:
@@ -88,6 +90,8 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=1.0)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--envs", nargs="+", default=list(NAMES), choices=list(NAMES))
+    parser.add_argument("--autoreset-mode", default="next_step", choices=["next_step", "same_step"],
+                        help="every configuration's (same-step adds each ended episode's final_obs to the infos)")
     args = parser.parse_args()
     if importlib.util.find_spec("pufferlib") is None:
         print("pufferlib is not installed (it does not install here: see the README): no PufferLib Ocean column")
@@ -95,14 +99,15 @@ def main() -> None:
     summary = []
     for name in args.envs:
         runs = {config: (lambda build=build, agents=agents: measure(build(), args.seconds, agents=agents))
-                for config, build, agents in configs(name, args.instances, args.single_instances)}
+                for config, build, agents in configs(name, args.instances, args.single_instances, args.autoreset_mode)}
         env_id, envs = f"shoal/{name}-v0", args.instances // (2 if name == "Multiagent" else 1)
-        runs["bare x2"] = lambda: bare(env_id, envs, args.seconds)
+        runs["bare x2"] = lambda: bare(env_id, envs, args.seconds, args.autoreset_mode)
         rates = interleaved(runs, args.rounds)
         for config, sps in rates.items():
             print(f"{name:11s} {config:20s} {sps:22,.0f}", flush=True)
         summary.append((name, rates))
-    print(f"\n{args.instances} instances; targets: serial >= 1,000,000 steps/s, multiprocessing on 2 cores >= 1.6x serial")
+    print(f"\n{args.instances} instances, {args.autoreset_mode} autoreset; targets: serial >= 1,000,000 steps/s, "
+          f"multiprocessing on 2 cores >= 1.6x serial")
     print(f"{'env':11s} {'serial M/s':>10s} {'mp/serial':>9s} {'bare/serial':>11s} {'vs Gym Sync':>11s} "
           f"{'vs per-instance':>15s}")
     for name, r in summary:

@@ -86,6 +86,16 @@ def test_unpicklable_info_names_the_env():
             envs.step(np.zeros(4, np.int64))
 
 
+def test_unpicklable_info_of_an_ended_episode_names_the_env():
+    """Same-step mode: the info of the step that ended an episode goes back as final_info, and still names its env."""
+    fns = [functools.partial(BadDataEnv, "info_unpicklable", at=100, length=1)] * 2
+    fns += [functools.partial(BadDataEnv, "info_unpicklable", at=1, length=1)] * 2
+    with shoal.make(fns, num_workers=2, inline=False, autoreset_mode="same_step") as envs:
+        envs.reset(seed=0)
+        with pytest.raises(errors.EnvOutputError, match=r"env 2 returned an info that cannot be pickled"):
+            envs.step(np.zeros(4, np.int64))
+
+
 def test_env_exceptions_keep_their_type(backend):
     """Code written against Gymnasium catches the env's own exception type; shoal's error still names the env."""
     fns = [functools.partial(FaultyEnv, at=100)] * 3 + [functools.partial(FaultyEnv, at=2)]

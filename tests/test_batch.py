@@ -43,12 +43,7 @@ def test_every_backend_steps_the_same_as_gymnasium(backend, mode):
             mine, other = ours.step(acts[t]), theirs.step(acts[t])
             for name, a, b in zip(("obs", "reward", "term", "trunc"), mine[:4], other[:4]):
                 np.testing.assert_array_equal(a, b, err_msg=f"step {t} {name}")
-            for key in ("final_x", "final_obs"):
-                if key in other[4]:
-                    mask = other[4]["_" + key]
-                    np.testing.assert_array_equal(mine[4]["_" + key], mask)
-                    for x, y in zip(mine[4][key][mask], other[4][key][mask]):
-                        np.testing.assert_array_equal(x, y)
+            assert_same(mine[4], other[4], f"step {t} info")  # same-step: final_obs, final_info["final_x"]
 
 
 def test_asynchronous_batches_partial_resets_and_sequences():
@@ -94,6 +89,42 @@ def test_asynchronous_batches_partial_resets_and_sequences():
             expected += np.where(live, 0.5**k * r, 0)
         np.testing.assert_allclose(ret, expected)
         assert info["steps_taken"][2] == 0
+
+
+def test_asynchronous_batches_same_step_final_observations_and_infos():
+    """Same-step mode in first-N-of-M batches: each ended env's final observation and final info land in its row of
+    the batch (not its env id's), next to the first observation of its next episode, as its twin stepped by hand
+    gives them."""
+    refs = [WalkSingle() for _ in range(8)]
+    expected = {i: refs[i].reset(seed=21 + i)[0] for i in range(8)}
+    finals_seen, final = 0, {}  # env -> (final obs, final info) until a batch hands it out
+    with shoal.make(Walk, 8, num_workers=4, batch_size=4, autoreset_mode="same_step", context="fork") as envs:
+        obs, info = envs.reset(seed=21)
+        rng = np.random.default_rng(1)
+        for _ in range(60):
+            ids = info["env_id"].tolist()
+            for row, i in enumerate(ids):
+                np.testing.assert_array_equal(obs[row], expected[i])
+            actions = rng.integers(0, 3, len(ids))
+            for i, a in zip(ids, actions.tolist()):
+                expected[i], _, term_i, trunc_i, step_info = refs[i].step(a)
+                if term_i or trunc_i:
+                    final[i] = (expected[i], step_info)
+                    expected[i], _ = refs[i].reset()
+            envs.send(actions)
+            obs, reward, term, trunc, info = envs.recv()  # envs of this send or of an earlier one
+            ended = [int(i) in final for i in info["env_id"]]
+            if not any(ended):
+                assert "final_obs" not in info
+                continue
+            np.testing.assert_array_equal(info["_final_obs"], ended)
+            np.testing.assert_array_equal(info["_final_info"], ended)
+            for row in np.flatnonzero(ended).tolist():
+                final_obs, final_info = final.pop(int(info["env_id"][row]))
+                np.testing.assert_array_equal(info["final_obs"][row], final_obs)
+                assert info["final_info"]["final_x"][row] == final_info["final_x"]
+                finals_seen += 1
+    assert finals_seen > 20
 
 
 def test_torch_ops_step_a_batch_native_env():

@@ -366,8 +366,9 @@ class AtariEngine(Engine):
     def _episode_over(self, ids: np.ndarray) -> np.ndarray:
         return self._game_over[ids - self.env_ids.start]  # set on game over, ALE's truncation and episodic lives
 
-    def _final_info(self, env_id: int, info: dict) -> dict:
-        return {name: self.buffers.extras[name][env_id].item() for name in INFO_ARRAYS}
+    def _final_infos(self, ids: np.ndarray, infos: list[dict]) -> list[dict]:
+        columns = [self.buffers.extras[name][ids].tolist() for name in INFO_ARRAYS]
+        return [dict(zip(INFO_ARRAYS, values)) for values in zip(*columns)]
 
     # -- calls -----------------------------------------------------------------------------------------------------
 

@@ -24,6 +24,7 @@ from shoal.vector.buffers import BufferSpec
 from shoal.vector._counters import Counters
 from shoal.vector.channel import Channel
 from shoal.vector.engine import LooseObs
+from shoal.vector.infos import Entry, Finals
 from shoal.vector.heap import retain_freed_memory
 from shoal.vector.link import Link, Spin
 
@@ -70,11 +71,11 @@ def _unpicklable(value: Any, ids: Any, exc: Exception) -> Exception:
     """Which env's part of an answer cannot be pickled: its info entries, loose observations or call results."""
     parts: list[tuple[int | None, str, Any]] = []
     if isinstance(value, LooseObs):
-        parts += [(env_id, "info", info) for env_id, info in value.entries]
+        parts += _entry_parts(value.entries)
         parts += [(env_id, "observation", obs) for env_id, obs in value.values.items()]
-    elif isinstance(value, list) and all(isinstance(v, tuple) and len(v) == 2 and isinstance(v[1], dict)
-                                         and isinstance(v[0], int) for v in value):
-        parts += [(env_id, "info", info) for env_id, info in value]
+    elif isinstance(value, list) and all(type(v) is Finals or isinstance(v, tuple) and len(v) == 2
+                                         and isinstance(v[1], dict) and isinstance(v[0], int) for v in value):
+        parts += _entry_parts(value)
     elif isinstance(value, list) and ids is not None and len(value) == len(ids):
         parts += [(int(env_id), "call result", v) for env_id, v in zip(ids, value)]
     for env_id, what, part in parts:
@@ -87,6 +88,17 @@ def _unpicklable(value: Any, ids: Any, exc: Exception) -> Exception:
                 env_id=env_id,
             )
     return EnvOutputError(f"an answer cannot be pickled to send it to the parent process ({type(exc).__name__}: {exc})")
+
+
+def _entry_parts(entries: list[Entry]) -> list[tuple[int, str, Any]]:
+    parts: list[tuple[int, str, Any]] = []
+    for entry in entries:
+        if type(entry) is Finals:
+            parts += [(env_id, "observation", obs) for env_id, obs in zip(entry.ids.tolist(), entry.obs)]
+            parts += [(env_id, "info", info) for env_id, info in zip(entry.ids.tolist(), entry.infos)]
+        else:
+            parts.append((entry[0], "info", entry[1]))
+    return parts
 
 
 def decode(message: bytes) -> tuple[bool, Any]:

@@ -10,13 +10,13 @@ from __future__ import annotations
 import os
 import warnings
 import weakref
-from typing import Any, Callable, Literal, Sequence
+from typing import Any, Callable, Iterable, Literal, Sequence
 
 import gymnasium
 import numpy as np
 from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
-from gymnasium.vector.utils import batch_space
+from gymnasium.vector.utils import batch_space, iterate
 
 from shoal.errors import (
     ConfigError,
@@ -669,10 +669,9 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
         entries = [entry for _, result in answers if result for entry in result]
         infos: dict[str, Any] = {}
         if entries and ids is None:
-            infos = merge_infos(entries, self.num_envs)
+            infos = merge_infos(entries, self.num_envs, records=self._records)
         elif entries:
-            row_of = {e: r for r, e in enumerate(ids.tolist())}
-            infos = merge_infos(((row_of[e], info) for e, info in entries), len(ids))
+            infos = merge_infos(entries, len(ids), {e: r for r, e in enumerate(ids.tolist())}, self._records)
         for name, array in self._buffers.extras.items():
             infos[name] = _take(array, rows)
         if ids is not None:
@@ -680,6 +679,10 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
         elif self.always_env_id:
             infos["env_id"] = np.arange(self.num_envs)
         return infos
+
+    def _records(self, batch: np.ndarray) -> Iterable[Any]:
+        """Observation records (an engine's final observations), one Gymnasium-shaped value each (views)."""
+        return iterate(self._obs_layout.space, self._obs_layout.read(batch))
 
     def _seeds(self, seed: Any) -> list[int | None]:
         """One seed (or None) per env row from what ``reset(seed=...)`` got (a subclass's hook)."""

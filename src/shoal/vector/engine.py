@@ -30,9 +30,11 @@ from gymnasium.vector import AutoresetMode
 
 from shoal.errors import EnvError, ResetNeededError, ShoalError
 from shoal.vector.buffers import Buffers
+from shoal.vector.infos import Entry, Finals
 
-InfoEntries = list[tuple[int, dict[str, Any]]]
-"""``(env_id, info)`` pairs in env order; an env may have two (same-step: the final info, then the reset info)."""
+InfoEntries = list[Entry]
+"""``(env_id, info)`` pairs in env order; in same-step mode, the :class:`~shoal.vector.infos.Finals` of the envs
+that ended where the first of them is (an ended env's pair is then its reset's info)."""
 
 
 class Op(IntEnum):
@@ -197,14 +199,16 @@ class Engine(ABC):
         steps = iter(step_infos) if step_infos else repeat({})
         return [next(resets) if over else next(steps) for over in ended.tolist()]
 
-    def _final_obs(self, env_id: int) -> Any:
-        """The observation of ``env_id`` as a standalone value, for ``info["final_obs"]``."""
-        row = int(self.buffers.obs_rows(env_id))
-        return self.buffers.spec.obs.item(self.buffers.obs[row : row + 1].copy(), 0)
+    def _final_obs(self, ids: np.ndarray) -> np.ndarray | list[Any]:
+        """The observations of envs ``ids``, for ``info["final_obs"]``: a copy of their records (one array, which
+        the calling process reads per env), or a list of one standalone value per env."""
+        b = self.buffers
+        return b.obs[b.obs_rows(ids)]  # indexing with ids copies
 
-    def _final_info(self, env_id: int, info: dict) -> dict:
-        """The info of the step that ended ``env_id``'s episode, for ``info["final_info"]`` (same-step mode)."""
-        return info
+    def _final_infos(self, ids: np.ndarray, infos: list[dict]) -> list[dict]:
+        """The infos of the steps that ended the episodes of envs ``ids`` (one per env, or an empty list: none has
+        any), for ``info["final_info"]`` (same-step mode)."""
+        return infos
 
     def _episode_over(self, ids: np.ndarray) -> np.ndarray:
         """Which of ``ids`` ended their episode this step (and so reset): by default, terminated or truncated.
@@ -378,21 +382,22 @@ class Engine(ABC):
         b.needs_reset[self._run(ids)] = ended
         if self.autoreset_mode is not AutoresetMode.SAME_STEP or not np.count_nonzero(ended):
             return [(i, info) for i, info in zip(ids.tolist(), step_infos) if info] if any(step_infos) else []
-        if not step_infos:
-            step_infos = [{}] * len(ids)
-        done = ids[ended]
-        finals = {  # taken before the reset overwrites the env's rows
-            env_id: {"final_obs": self._final_obs(env_id), "final_info": self._final_info(env_id, info)}
-            for env_id, info, over in zip(ids.tolist(), step_infos, ended.tolist())
-            if over
-        }
-        reset_infos = dict(zip(finals, self._autoreset_envs(done)))
+        done, overs = ids[ended], ended.tolist()
+        ended_infos = [info for info, over in zip(step_infos, overs) if over]  # empty when step_infos is
+        finals = Finals(done, self._final_obs(done), self._final_infos(done, ended_infos))  # before the resets
+        reset_infos = self._autoreset_envs(done)
         b.needs_reset[done] = False
+        if not any(step_infos) and not any(reset_infos):
+            return [finals]
         entries: InfoEntries = []
-        for env_id, info in zip(ids.tolist(), step_infos):
-            if env_id in finals:
-                entries.append((env_id, finals[env_id]))
-                info = reset_infos.get(env_id, {})
+        steps, resets = iter(step_infos or repeat({})), iter(reset_infos or repeat({}))
+        for env_id, over in zip(ids.tolist(), overs):  # in env order: the finals where the first ended env is
+            info = next(steps)
+            if over:
+                if finals is not None:
+                    entries.append(finals)
+                    finals = None
+                info = next(resets)
             if info:
                 entries.append((env_id, info))
         return entries
@@ -407,5 +412,5 @@ def run_of(ids: np.ndarray) -> slice | np.ndarray:
     return ids
 
 
-def _env_of(entry: tuple[int, dict]) -> int:
-    return entry[0]
+def _env_of(entry: Entry) -> int:
+    return int(entry.ids[0]) if type(entry) is Finals else entry[0]

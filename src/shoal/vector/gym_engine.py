@@ -186,9 +186,9 @@ class GymEngine(Engine):
             infos.append(info)
         return infos
 
-    def _final_obs(self, env_id: int) -> Any:
-        """What the env returned when its episode ended, as Gymnasium's ``info["final_obs"]`` holds it."""
-        return self._finals.pop(env_id)
+    def _final_obs(self, ids: np.ndarray) -> list[Any]:
+        """What each env returned when its episode ended, as Gymnasium's ``info["final_obs"]`` holds it."""
+        return [self._finals.pop(env_id) for env_id in ids.tolist()]
 
     def call(self, ids: np.ndarray, name: str, args: tuple, kwargs: dict) -> list[Any]:
         results = []

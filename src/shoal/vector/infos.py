@@ -6,9 +6,27 @@ size passed explicitly: in an asynchronous batch the arrays have ``batch_size`` 
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable, NamedTuple, Union
 
 import numpy as np
+
+
+class Finals(NamedTuple):
+    """Same-step mode: the envs whose episode ended this step, as one entry among an answer's ``(env_id, info)``
+    entries. What Gymnasium adds per env as ``{"final_obs": obs, "final_info": info}``, for all of them at once:
+    a batch-native env ends thousands of episodes a step, and a dict per env cost ~3 us each."""
+
+    ids: np.ndarray
+    """The envs, in order."""
+    obs: np.ndarray | list[Any]
+    """Their final observations: one record each in the buffers' layout (an engine that reads them from there
+    sends them so, one array, which the calling process reads per env), or a list of values."""
+    infos: list[dict[str, Any]]
+    """The infos of the steps that ended them, one per env; empty when none has any."""
+
+
+Entry = Union[tuple[int, dict[str, Any]], Finals]
+"""An info entry: one env's info, or the :class:`Finals` of several."""
 
 
 def add_info(infos: dict[str, Any], info: dict[str, Any], index: int, size: int) -> dict[str, Any]:
@@ -31,17 +49,49 @@ def add_info(infos: dict[str, Any], info: dict[str, Any], index: int, size: int)
                 else:
                     array = np.full(size, fill_value=None, dtype=object)
             array[index] = value
-        mask = infos.get(f"_{key}")
-        if mask is None:
-            mask = np.zeros(size, dtype=np.bool_)
-        mask[index] = True
-        infos[key], infos[f"_{key}"] = array, mask
+        _mark(infos, key, array, index, size)
     return infos
 
 
-def merge_infos(entries: Iterable[tuple[int, dict[str, Any]]], size: int) -> dict[str, Any]:
-    """Vector infos from ``(row, info)`` pairs, applied in order (a row may appear more than once)."""
+def add_finals(
+    infos: dict[str, Any], finals: Finals, rows: np.ndarray, size: int, values: Iterable[Any]
+) -> dict[str, Any]:
+    """Add ``finals`` at ``rows`` (one per env) of the vector ``infos``, as :func:`add_info` of each env's
+    ``{"final_obs": obs, "final_info": info}`` would, ``values`` being its final observations one by one; returns
+    ``infos``."""
+    obs = infos.get("final_obs")
+    if obs is None:
+        obs = np.full(size, fill_value=None, dtype=object)
+    obs[rows] = np.fromiter(values, dtype=object, count=len(rows))  # not obs[rows] = a list: numpy would read
+    _mark(infos, "final_obs", obs, rows, size)  # equal-shaped observations as one array and broadcast it
+    final_info = infos.get("final_info", {})
+    for row, info in zip(rows.tolist(), finals.infos):
+        add_info(final_info, info, row, size)
+    _mark(infos, "final_info", final_info, rows, size)
+    return infos
+
+
+def _mark(infos: dict[str, Any], key: str, value: Any, rows: Any, size: int) -> None:
+    """Set ``infos[key]`` to ``value`` and its mask ``_key`` at ``rows`` (made on first use)."""
+    mask = infos.get(f"_{key}")
+    if mask is None:
+        mask = np.zeros(size, dtype=np.bool_)
+    mask[rows] = True
+    infos[key], infos[f"_{key}"] = value, mask
+
+
+def merge_infos(
+    entries: Iterable[Entry], size: int, row_of: dict[int, int] | None = None,
+    records: Callable[[np.ndarray], Iterable[Any]] = iter,
+) -> dict[str, Any]:
+    """Vector infos from info entries, applied in order (an env may appear more than once); ``row_of``: each
+    env's row (None: rows are env ids); ``records``: reads final observations sent as records one by one."""
     infos: dict[str, Any] = {}
-    for row, info in entries:
-        add_info(infos, info, row, size)
+    for entry in entries:
+        if type(entry) is Finals:
+            ids = entry.ids if row_of is None else np.array([row_of[e] for e in entry.ids.tolist()], dtype=np.intp)
+            add_finals(infos, entry, ids, size, entry.obs if type(entry.obs) is list else records(entry.obs))
+        else:
+            env_id, info = entry
+            add_info(infos, info, env_id if row_of is None else row_of[env_id], size)
     return infos

@@ -525,3 +525,36 @@ class LiesAboutObs(ParallelEnv):
         self.t += 1
         flags = {a: False for a in self.agents}
         return self._obs(self.t), {a: 0.0 for a in self.agents}, flags, dict(flags), {}
+
+
+class Chatter(ParallelEnv):
+    """Two agents whose observation has a Text leaf (loose: not in the shared records) beside a Box; every episode
+    ends at step ``length``. Agent ``k``'s observation at step ``t`` of episode ``n``: ``{"said": f"{n}:{t}:{k}",
+    "t": [t]}``; its info ``{"t": t}``."""
+
+    metadata = {"name": "chatter_v0"}
+    possible_agents = ["a", "b"]
+    SPACE = spaces.Dict({"said": spaces.Text(12, charset="0123456789:"), "t": spaces.Box(0, 99, (1,), np.int64)})
+
+    def __init__(self, length=3):
+        self.length, self.episode, self.t, self.agents = length, -1, 0, []
+
+    def observation_space(self, agent):
+        return self.SPACE
+
+    def action_space(self, agent):
+        return spaces.Discrete(2)
+
+    def _obs(self):
+        return {a: {"said": f"{self.episode}:{self.t}:{k}", "t": np.array([self.t])} for k, a in enumerate(self.agents)}
+
+    def reset(self, seed=None, options=None):
+        self.episode, self.t, self.agents = self.episode + 1, 0, list(self.possible_agents)
+        return self._obs(), {a: {} for a in self.agents}
+
+    def step(self, actions):
+        self.t += 1
+        over = self.t >= self.length
+        obs = self._obs()
+        return (obs, {a: 1.0 for a in self.agents}, {a: over for a in self.agents}, {a: False for a in self.agents},
+                {a: {"t": self.t} for a in self.agents})

@@ -10,7 +10,7 @@ import pytest
 from gymnasium import spaces
 
 import shoal
-from fakes import JOIN_LEAVE_OBS, JoinLeave, LiesAboutObs, rps_raising
+from fakes import JOIN_LEAVE_OBS, Chatter, JoinLeave, LiesAboutObs, rps_raising
 from shoal import errors
 
 pytest.importorskip("pettingzoo")
@@ -216,6 +216,26 @@ def test_variable_population_rows_same_step():
         np.testing.assert_array_equal(info["final_obs"][0], [0, 0, 0])
         assert info["final_info"]["t"][2] == 6 and not info["final_info"]["_t"][0]
         np.testing.assert_array_equal(info["_hello"], [True, True, False])
+
+
+@pytest.mark.parametrize("config", SMALL_BACKENDS)
+def test_same_step_final_observations_keep_their_loose_leaves(config):
+    """A Text leaf travels beside the shared records; in same-step mode each ended row's final_obs still holds it,
+    as the env returned it at the step that ended the episode (and the next episode's first observation is the one
+    returned)."""
+    with shoal.make(Chatter, 2, autoreset_mode="same_step", **config) as envs:
+        obs, _ = envs.reset(seed=0)
+        assert list(obs["said"]) == ["0:0:0", "0:0:1"] * 2
+        for _ in range(2):
+            obs, _, te, _, info = envs.step(np.zeros(4, np.int64))
+        assert "final_obs" not in info
+        obs, _, te, _, info = envs.step(np.zeros(4, np.int64))  # step 3 ends every episode
+        assert te.all() and info["_final_obs"].all()
+        for row in range(4):
+            assert info["final_obs"][row]["said"] == f"0:3:{row % 2}"
+            np.testing.assert_array_equal(info["final_obs"][row]["t"], [3])
+        assert list(obs["said"]) == ["1:0:0", "1:0:1"] * 2
+        np.testing.assert_array_equal(info["final_info"]["t"], [3] * 4)
 
 
 def test_variable_population_disabled_autoreset_and_partial_reset():

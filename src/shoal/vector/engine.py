@@ -202,8 +202,13 @@ class Engine(ABC):
     def _final_obs(self, ids: np.ndarray) -> np.ndarray | list[Any]:
         """The observations of envs ``ids``, for ``info["final_obs"]``: a copy of their records (one array, which
         the calling process reads per env), or a list of one standalone value per env."""
-        b = self.buffers
-        return b.obs[b.obs_rows(ids)]  # indexing with ids copies
+        b, layout = self.buffers, self.buffers.spec.obs
+        rows = b.obs_rows(ids)
+        records = b.obs[rows]  # indexing with ids copies
+        if not layout.loose:
+            return records
+        # leaves without a fixed size are not in the records: each env's values as this step wrote them
+        return [layout.item(records, j, self.loose_obs[row]) for j, row in enumerate(np.asarray(rows).tolist())]
 
     def _final_infos(self, ids: np.ndarray, infos: list[dict]) -> list[dict]:
         """The infos of the steps that ended the episodes of envs ``ids`` (one per env, or an empty list: none has

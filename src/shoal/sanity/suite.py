@@ -34,8 +34,9 @@ class SanityEnv:
     """Env steps the example PPO (``examples/ppo_sanity.py``) trains for on this env."""
 
 
-def stochastic_return(q: float, p: float = 0.75, horizon: int = 16) -> float:
-    """Stochastic's expected return when action 0 is played with probability ``q`` every step.
+def stochastic_return(q: Any, p: float = 0.75, horizon: int = 16) -> Any:
+    """Stochastic's expected return when action 0 is played with probability ``q`` every step (``q`` may be an
+    array: one return each).
 
     At step ``t`` with ``Z`` zeros so far (``Z ~ Binomial(t, q)``) the env pays action 1 (``p / (1 - p)``) if
     ``Z > p t``, else action 0 (1)."""
@@ -48,11 +49,12 @@ def stochastic_return(q: float, p: float = 0.75, horizon: int = 16) -> float:
 
 
 def stochastic_optimum(p: float = 0.75, horizon: int = 16) -> tuple[float, float]:
-    """``(q, return)``: the probability of action 0 that maximizes :func:`stochastic_return`, to 1e-4."""
+    """``(q, return)``: the probability of action 0 that maximizes :func:`stochastic_return`, to 1e-4 (each grid
+    evaluated at once: ``q`` may be an array)."""
     grid = np.linspace(0, 1, 1001)
-    best = grid[int(np.argmax([stochastic_return(q, p, horizon) for q in grid]))]
+    best = grid[int(np.argmax(stochastic_return(grid, p, horizon)))]
     fine = np.linspace(max(best - 1e-3, 0), min(best + 1e-3, 1), 201)
-    q = float(fine[int(np.argmax([stochastic_return(q, p, horizon) for q in fine]))])
+    q = float(fine[int(np.argmax(stochastic_return(fine, p, horizon)))])
     return q, stochastic_return(q, p, horizon)
 
 

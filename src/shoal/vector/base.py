@@ -366,7 +366,7 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
         if self.is_async:
             ids, rows = self._held_ids, self._held_rows
             return self._observations(rows), self._infos(answers, ids, rows)
-        return self._observations(slice(None)), self._infos(answers, None, slice(None))
+        return self._observations(_ALL), self._infos(answers, None, _ALL)
 
     # -- step --------------------------------------------------------------------------------------------------------
 
@@ -499,7 +499,7 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
             raise
         self._state, self._interrupted, self._handout = AsyncState.DEFAULT, False, None
         if not self.is_async:
-            return self._absorb(answers), None, slice(None)
+            return self._absorb(answers), None, _ALL
         return answers, self._held_ids, self._held_rows
 
     def _hand_out(self, timeout: float | None) -> list[tuple[int, Any]]:
@@ -809,8 +809,14 @@ def _scaled(units: range, rows: int) -> range:
     return range(units.start * rows, units.stop * rows)
 
 
+_ALL = slice(None)
+"""The rows of a synchronous batch: every env's."""
+
+
 def _take(array: np.ndarray, rows: Any) -> np.ndarray:
     """A copy of ``array[rows]`` (indexing with ids copies already; a slice gives a view)."""
+    if rows is _ALL:  # every step of a synchronous vector env: no view to make first
+        return copy_out(array)
     return copy_out(array[rows]) if isinstance(rows, slice) else array[rows]
 
 

@@ -25,6 +25,20 @@ def actions_for(n, steps, seed=0):
     return rng.integers(0, 3, size=(steps, n))
 
 
+def twins(n, seed):
+    """``n`` single-instance Walks reset with seeds ``seed + i``, and each one's current observation."""
+    refs = [WalkSingle() for _ in range(n)]
+    return refs, {i: refs[i].reset(seed=seed + i)[0] for i in range(n)}
+
+
+def held_batch(obs, info, expected, rng):
+    """The env ids of the batch handed out, its observations checked against their twins', and random actions."""
+    ids = info["env_id"].tolist()
+    for row, i in enumerate(ids):
+        np.testing.assert_array_equal(obs[row], expected[i])
+    return ids, rng.integers(0, 3, len(ids))
+
+
 def test_walk_equals_its_single_instance_twin_with_infos():
     ended = compare(Walk, WalkSingle, 8, steps=120, seed=3)
     assert ended > 50  # episodes ended by termination and by truncation, each reset from the env's own stream
@@ -49,17 +63,13 @@ def test_every_backend_steps_the_same_as_gymnasium(backend, mode):
 def test_asynchronous_batches_partial_resets_and_sequences():
     """First-N-of-M batches (rows the engine cannot write in place: it scatters them), then a partial reset, then
     action sequences with gamma: each env's trajectory equals its single-instance twin stepped by hand."""
-    refs = [WalkSingle() for _ in range(8)]
-    expected = {i: refs[i].reset(seed=11 + i)[0] for i in range(8)}
+    refs, expected = twins(8, seed=11)
     ended = dict.fromkeys(range(8), False)
     with shoal.make(Walk, 8, num_workers=2, batch_size=2, context="fork") as envs:
         obs, info = envs.reset(seed=11)
         rng = np.random.default_rng(0)
         for _ in range(40):
-            ids = info["env_id"].tolist()
-            for row, i in enumerate(ids):
-                np.testing.assert_array_equal(obs[row], expected[i])
-            actions = rng.integers(0, 3, len(ids))
+            ids, actions = held_batch(obs, info, expected, rng)
             for i, a in zip(ids, actions.tolist()):  # next-step autoreset: an env that ended resets instead
                 if ended[i]:
                     expected[i], _ = refs[i].reset()
@@ -95,17 +105,13 @@ def test_asynchronous_batches_same_step_final_observations_and_infos():
     """Same-step mode in first-N-of-M batches: each ended env's final observation and final info land in its row of
     the batch (not its env id's), next to the first observation of its next episode, as its twin stepped by hand
     gives them."""
-    refs = [WalkSingle() for _ in range(8)]
-    expected = {i: refs[i].reset(seed=21 + i)[0] for i in range(8)}
+    refs, expected = twins(8, seed=21)
     finals_seen, final = 0, {}  # env -> (final obs, final info) until a batch hands it out
     with shoal.make(Walk, 8, num_workers=4, batch_size=4, autoreset_mode="same_step", context="fork") as envs:
         obs, info = envs.reset(seed=21)
         rng = np.random.default_rng(1)
         for _ in range(60):
-            ids = info["env_id"].tolist()
-            for row, i in enumerate(ids):
-                np.testing.assert_array_equal(obs[row], expected[i])
-            actions = rng.integers(0, 3, len(ids))
+            ids, actions = held_batch(obs, info, expected, rng)
             for i, a in zip(ids, actions.tolist()):
                 expected[i], _, term_i, trunc_i, step_info = refs[i].step(a)
                 if term_i or trunc_i:

@@ -1,12 +1,20 @@
 """envs.torch(): the PyTorch op path against the numpy path, and what send/recv overlap gains, in one run.
 
-    python benchmarks/bench_torch.py [--seconds 3] [--rounds 3]
+    python benchmarks/bench_torch.py [--seconds 3] [--rounds 3] [--envs 16] [--workers 2] [--device cpu]
+                                     [--reset-cache] [--no-inline]
 
-1. Breakout x16 on the multiprocessing backend (the Atari benchmark's configuration), random actions: steps/s of
-   ``envs.step`` (numpy) and of the ``step`` op (tensors), rounds interleaved; target: op / numpy >= 0.95.
-2. With a model between steps (a small CNN on the batch, one torch thread): ``step`` then the model, against
-   ``send``, the model on the previous observation, ``recv``. Overlap needs the calling process free while envs
-   step, so both run with ``inline=False`` (every group in a worker).
+Breakout x ``--envs`` on ``--workers`` worker processes (synchronous batches), random actions, rounds interleaved:
+
+1. Steps/s of ``envs.step`` (numpy) and of the ``step`` op (tensors); target: op / numpy >= 0.95 on the CPU. With a
+   CUDA ``--device`` the numpy path is ``envs.step`` then ``torch.from_numpy(obs).to(device)`` (target: op / numpy +
+   copy >= 1.1); either way the observations are on the device in stream order (what the caller launches next
+   reads them), and neither path waits for the copy to end.
+2. With a model between steps (a small CNN on the batch; on the CPU, one torch thread): ``step`` then the model,
+   against ``send``, the model on the previous observation, ``recv``; with a CUDA device also the numpy path with the
+   same model. Overlap needs the calling process free while envs step, so these run with ``inline=False`` (every
+   group in a worker).
+
+Measured on a 16-core machine with ``--envs 64 --workers 16 --device cuda`` (issue 20, part 4).
 """
 
 from __future__ import annotations
@@ -19,60 +27,71 @@ import torch
 import shoal
 from bench_atari import SETTINGS, timed
 
-N = 16
+
+def make(args, **kwargs) -> shoal.AtariVectorEnv:
+    kwargs.setdefault("inline", args.inline)
+    return shoal.AtariVectorEnv(games=["breakout"] * args.envs, num_workers=args.workers,
+                                reset_cache=args.reset_cache, **SETTINGS, **kwargs)
 
 
-def make(**kwargs) -> shoal.AtariVectorEnv:
-    return shoal.AtariVectorEnv(games=["breakout"] * N, num_workers=2, **SETTINGS, **kwargs)
-
-
-def numpy_path(seconds: float) -> float:
-    with make() as envs:
+def numpy_path(args, device: torch.device) -> float:
+    n = args.envs
+    with make(args) as envs:
         envs.reset(seed=0)
         rng = np.random.default_rng(0)
 
         def step() -> int:
-            envs.step(rng.integers(0, 4, N))
-            return N
+            obs = envs.step(rng.integers(0, 4, n))[0]
+            if device.type == "cuda":
+                torch.from_numpy(obs).to(device)
+            return n
 
-        return timed(step, seconds)
+        return timed(step, args.seconds)
 
 
-def op_path(seconds: float) -> float:
-    with make() as envs:
+def op_path(args, device: torch.device) -> float:
+    n = args.envs
+    with make(args) as envs:
         envs.reset(seed=0)
-        handle, send, step_op, recv, get_last_info, unregister = envs.torch()
+        handle, send, step_op, recv, get_last_info, unregister = envs.torch(device=device)
         generator = torch.Generator().manual_seed(0)
-        actions = torch.empty(N, dtype=torch.int64)
+        actions = torch.empty(n, dtype=torch.int64)
 
         def step() -> int:
             step_op(handle, actions.random_(0, 4, generator=generator))
-            return N
+            return n
 
-        return timed(step, seconds)
+        return timed(step, args.seconds)
 
 
-def model() -> torch.nn.Module:
+def model(device: torch.device) -> torch.nn.Module:
     torch.manual_seed(0)
     return torch.nn.Sequential(
         torch.nn.Conv2d(4, 16, 8, stride=4), torch.nn.ReLU(), torch.nn.Conv2d(16, 32, 4, stride=2), torch.nn.ReLU(),
         torch.nn.Flatten(), torch.nn.Linear(32 * 9 * 9, 4),
-    ).eval()
+    ).eval().to(device)
 
 
-def with_model(seconds: float, overlap: bool) -> float:
-    net = model()
-    with make(inline=False) as envs, torch.inference_mode():
+def with_model(args, device: torch.device, how: str) -> float:
+    """``how``: ``numpy`` (envs.step, then the model on the observation copied to the device), ``step`` (the step
+    op, then the model) or ``overlap`` (send, the model on the previous observation, recv)."""
+    n, net = args.envs, model(device)
+    with make(args, inline=False) as envs, torch.inference_mode():
         obs, _ = envs.reset(seed=0)
-        handle, send, step_op, recv, get_last_info, unregister = envs.torch()
-        state = {"obs": torch.from_numpy(obs)}
+        handle, send, step_op, recv, get_last_info, unregister = envs.torch(device=device)
+        state = {"obs": torch.from_numpy(obs).to(device)}
 
         def act(obs: torch.Tensor) -> torch.Tensor:
             return net(obs.float() / 255).argmax(dim=1)
 
+        def numpy_then_act() -> int:
+            obs = envs.step(act(state["obs"]).cpu().numpy())[0]
+            state["obs"] = torch.from_numpy(obs).to(device)
+            return n
+
         def sequential() -> int:
             state["obs"] = step_op(handle, act(state["obs"]))[0]
-            return N
+            return n
 
         actions = [act(state["obs"])]
 
@@ -80,28 +99,49 @@ def with_model(seconds: float, overlap: bool) -> float:
             send(handle, actions[0])  # the envs step while the model runs on the observation we hold
             actions[0] = act(state["obs"])
             state["obs"] = recv(handle)[0]
-            return N
+            return n
 
-        return timed(overlapped if overlap else sequential, seconds)
+        return timed({"numpy": numpy_then_act, "step": sequential, "overlap": overlapped}[how], args.seconds)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--envs", type=int, default=16)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--reset-cache", action="store_true", help="AtariVectorEnv(reset_cache=True)")
+    parser.add_argument("--no-inline", dest="inline", action="store_false", default=None,
+                        help="AtariVectorEnv(inline=False) for step 1 too (step 2 always uses it)")
     args = parser.parse_args()
-    torch.set_num_threads(1)
-    best = {"numpy": 0.0, "op": 0.0, "model, step then act": 0.0, "model, send/act/recv": 0.0}
+    device = torch.device(args.device)
+    if device.type == "cpu":
+        torch.set_num_threads(1)
+    cuda = device.type == "cuda"
+    runs = {
+        "numpy + copy" if cuda else "numpy": lambda: numpy_path(args, device),
+        "op": lambda: op_path(args, device),
+        **({"model, numpy + copy then act": lambda: with_model(args, device, "numpy")} if cuda else {}),
+        "model, step then act": lambda: with_model(args, device, "step"),
+        "model, send/act/recv": lambda: with_model(args, device, "overlap"),
+    }
+    best = {name: 0.0 for name in runs}
     for r in range(args.rounds):
-        best["numpy"] = max(best["numpy"], numpy_path(args.seconds))
-        best["op"] = max(best["op"], op_path(args.seconds))
-        best["model, step then act"] = max(best["model, step then act"], with_model(args.seconds, overlap=False))
-        best["model, send/act/recv"] = max(best["model, send/act/recv"], with_model(args.seconds, overlap=True))
+        for name, run in runs.items():
+            best[name] = max(best[name], run())
         print(f"round {r + 1}: " + ", ".join(f"{k} {v:,.0f}" for k, v in best.items()), flush=True)
-    print(f"\nBreakout x{N}, steps/s (best of {args.rounds} rounds of {args.seconds:g} s)")
+    cache = (", reset_cache" if args.reset_cache else "") + (", inline=False" if args.inline is False else "")
+    print(f"\nBreakout x{args.envs}, {args.workers} workers, {device}{cache}: steps/s (best of {args.rounds} rounds "
+          f"of {args.seconds:g} s)")
     for name, rate in best.items():
-        print(f"  {name:<24} {rate:>9,.0f}")
-    print(f"\nop path / numpy path:        {best['op'] / best['numpy']:.3f}  (target >= 0.95)")
+        print(f"  {name:30s} {rate:9,.0f}")
+    base = best["numpy + copy" if cuda else "numpy"]
+    print(f"\nop path / numpy path{' + copy' if cuda else ''}:  {best['op'] / base:.3f}  "
+          f"(target >= {1.1 if cuda else 0.95})")
+    if cuda:
+        print(f"with the model, step op / numpy + copy: "
+              f"{best['model, step then act'] / best['model, numpy + copy then act']:.3f}")
     print(f"overlap gain with a model:   {best['model, send/act/recv'] / best['model, step then act']:.3f}x")
 
 

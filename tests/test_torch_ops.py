@@ -11,6 +11,7 @@ torch = pytest.importorskip("torch")
 import shoal  # noqa: E402
 from helpers import run_without  # noqa: E402
 from shoal.errors import ActionError, ClosedError, ConfigError, NoAsyncCallError  # noqa: E402
+from shoal.torch_ops import handle_of  # noqa: E402
 
 MIXED = ["pong", "breakout", "space_invaders", "ms_pacman"]
 
@@ -380,18 +381,53 @@ def test_without_torch_import_works_and_torch_says_what_to_install():
     assert 'refused: envs.torch() needs PyTorch, which is not installed: pip install "shoal[torch]"' in result.stdout
 
 
-@pytest.mark.gpu
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-def test_cuda_outputs_land_on_the_device_and_equal_cpu():
-    with atari(games=["pong", "breakout"]) as gpu_envs, atari(games=["pong", "breakout"]) as cpu_envs:
+def cuda(test):
+    return pytest.mark.gpu(pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")(test))
+
+
+@cuda
+@pytest.mark.parametrize("backend", ["serial", "multiprocessing"])
+def test_cuda_outputs_land_on_the_device_and_equal_cpu(backend):
+    games = ["pong", "breakout"] * 2
+    with atari(games=games, backend=backend, num_workers=2) as gpu_envs, atari(games=games) as cpu_envs:
         gpu_envs.reset(seed=0)
         cpu_envs.reset(seed=0)
         gpu = gpu_envs.torch(device="cuda")
         cpu = cpu_envs.torch()
-        for t in range(20):
-            actions = torch.tensor([t % 6, t % 4])
+        assert gpu_envs._torch_slots.pinned is not None  # observations are copied from the shared slots
+        for t in range(40):
+            actions = torch.tensor([t % 6, t % 4, (t + 1) % 6, (t + 2) % 4])
             got = gpu[2](gpu[0], actions.cuda())
             expected = cpu[2](cpu[0], actions)
-            assert got[0].is_cuda
+            assert all(tensor.is_cuda for tensor in got)
             for a, b in zip(got, expected):
                 assert torch.equal(a.cpu(), b)
+            for name, tensor in gpu[4](gpu[0]).items():
+                assert torch.equal(tensor.cpu(), cpu[4](cpu[0])[name]), name
+        slots = gpu_envs._torch_slots
+    assert slots.pinned is None  # closing unregistered the block before unmapping it
+
+
+@cuda
+@pytest.mark.parametrize("backend", ["serial", "multiprocessing"])
+@pytest.mark.parametrize("batch_size", [None, 2])
+def test_cuda_copies_in_flight_keep_their_slot(backend, batch_size):
+    """Each step's device copies wait behind a long kernel while the envs go on stepping: a slot written again
+    before its copy ran would put a later step's observation into an earlier step's tensor. Each tensor must hold
+    what the shared buffers held when its step was received."""
+    games = ["pong", "breakout"] * 2
+    with atari(games=games, backend=backend, num_workers=2, batch_size=batch_size) as envs:
+        _, info = envs.reset(seed=0)
+        handle, send, step, recv, get_last_info, unregister = envs.torch(device="cuda")
+        buffers, rng = envs._buffers, np.random.default_rng(0)
+        ids = info.get("env_id", np.arange(4))
+        held, expected = [], []
+        for _ in range(24):
+            torch.cuda._sleep(20_000_000)  # ~10 ms of device work ahead of this step's copies
+            obs = step(handle, torch.from_numpy(rng.integers(0, 4, len(ids))))[0]  # CPU actions: nothing waits
+            ids = handle_of(handle)._last.arrays["env_id"].copy()  # its host side: reading the device's would wait
+            held.append(obs)
+            expected.append(torch.from_numpy(buffers.obs[buffers.obs_rows(ids)].copy()))
+        torch.cuda.synchronize()
+        for t, (obs, want) in enumerate(zip(held, expected)):
+            assert torch.equal(obs.cpu(), want), t

@@ -30,10 +30,15 @@ which may schedule a read of step ``k``'s observation after later ``recv`` calls
   that keeps the previous observation while it steps runs on the two slots and copies nothing. When both are held
   (or an asynchronous batch straddles slots), the step goes to the numpy path's slot and ``recv`` copies the batch
   once into a set of tensors like the other outputs.
-* Everything else (rewards, flags, ``steps_taken``, infos), and observations for a CUDA ``device``: written into a
-  set of tensors allocated once and reused when nothing holds it; only when every set is held is one more
-  allocated, so a loop that drops the previous step's tensors allocates nothing. With a CUDA ``device`` a set is
-  pinned host memory copied to a device set without blocking.
+* Observations for a CUDA ``device``: copied to the device straight from their slot, without blocking. The first
+  CUDA handle of a vector env page-locks its observation block (``cudaHostRegister``), so the copy engine reads the
+  shared buffers directly, with no staging copy on the host; ``send`` aims the next step at a slot whose copy has
+  finished, so the envs step into one slot while the device still reads the other. The numpy path's slot, or a batch
+  that is not one block of one slot, goes through a pinned host set as below (also where registering fails).
+* Everything else (rewards, flags, ``steps_taken``, infos): written into a set of tensors allocated once and reused
+  when nothing holds it; only when every set is held is one more allocated, so a loop that drops the previous step's
+  tensors allocates nothing. With a CUDA ``device`` a set is pinned host memory copied to a device set without
+  blocking.
 
 dtypes are the numpy path's (float64 rewards, bool flags, int32 ``steps_taken``).
 """
@@ -97,7 +102,8 @@ _OUTPUTS = ("obs", "reward", "terminated", "truncated", "steps_taken")
 
 
 class SharedSlots:
-    """The observation slots of a vector env's shared buffers that the ops hand out as tensors (slots 1 and up)."""
+    """The observation slots of a vector env's shared buffers that the ops hand out as tensors (slots 1 and up), or
+    copy to a CUDA device from."""
 
     def __init__(self, envs: Any) -> None:
         self.buffers = envs._buffers
@@ -106,24 +112,55 @@ class SharedSlots:
         self.tensors = {k: torch.from_numpy(flat(self.buffers.slot(k))) for k in range(1, count)}
         self._storages = {k: t.untyped_storage() for k, t in self.tensors.items()}
         self._free = {k: (sys.getrefcount(t), _use_count(self._storages[k])) for k, t in self.tensors.items()}
+        self.reads: dict[int, torch.cuda.Event] = {}  # per slot: done when the last device copy from it is
+        self.pinned: int | None = None  # the observation block's address while it is registered with CUDA
         self.buffers.slots_on[0] = True
 
     def free(self) -> int:
-        """A slot nothing holds (0, the numpy path's slot, when every one is held)."""
+        """A slot nothing holds and no device copy reads (0, the numpy path's slot, when there is none)."""
         for k, tensor in self.tensors.items():
-            if (sys.getrefcount(tensor), _use_count(self._storages[k])) == self._free[k]:
+            if (sys.getrefcount(tensor), _use_count(self._storages[k])) == self._free[k] and self._read(k):
                 return k
         return 0
 
-    def batch(self, rows: Any) -> torch.Tensor | None:
-        """The received batch at ``rows`` as a tensor over its slot, or None when it is not one block of one slot."""
+    def _read(self, k: int) -> bool:
+        event = self.reads.get(k)
+        return event is None or event.query()
+
+    def pin(self) -> bool:
+        """Register the observation block with CUDA (page-locked), so that copies to a device read it directly;
+        whether it is."""
+        if self.pinned is None:
+            obs = self.buffers.obs
+            if int(torch.cuda.cudart().cudaHostRegister(obs.ctypes.data, obs.nbytes, 0)) == 0:  # cudaSuccess
+                self.pinned = obs.ctypes.data
+        return self.pinned is not None
+
+    def copy(self, k: int, source: torch.Tensor, target: torch.Tensor) -> None:
+        """Copy rows ``source`` of slot ``k`` (pinned) to the device tensor ``target`` without blocking; ``k`` is not
+        handed out to a step until the copy is done."""
+        target.copy_(source, non_blocking=True)
+        event = self.reads.get(k) or self.reads.setdefault(k, torch.cuda.Event())
+        event.record()
+
+    def unpin(self) -> None:
+        """Wait for the copies in flight and unregister the block (the vector env is about to unmap it)."""
+        for event in self.reads.values():
+            event.synchronize()
+        if self.pinned is not None:
+            torch.cuda.cudart().cudaHostUnregister(self.pinned)
+            self.pinned = None
+
+    def batch(self, rows: Any) -> tuple[int, torch.Tensor | None]:
+        """The received batch at ``rows``: its slot and a tensor over it, or ``(0, None)`` when it is not one block of
+        one slot."""
         if not isinstance(rows, slice):
-            return None
+            return 0, None
         k = self.buffers.slot_of(rows)
         if not k:  # the numpy path's slot, or several
-            return None
+            return 0, None
         tensor = self.tensors[k]
-        return tensor if rows == slice(None) else tensor[rows]
+        return k, tensor if rows == slice(None) else tensor[rows]
 
 
 class TorchEnv:
@@ -157,10 +194,10 @@ class TorchEnv:
         self._shapes["env_id"] = ((envs.batch_size,), np.dtype(np.int64))
         self.pool = [self._new_set() for _ in range(2)]
         self._last: OutputSet | None = None
-        self.slots = None
-        if self.device.type == "cpu":  # one set per vector env, so that every handle sees what the others hold
-            envs._torch_slots = envs._torch_slots or SharedSlots(envs)
-            self.slots = envs._torch_slots
+        # One set of slots per vector env, so that every handle sees what the others hold; a CUDA handle uses them
+        # only where the block could be registered (else it copies through its pinned sets).
+        envs._torch_slots = envs._torch_slots or SharedSlots(envs)
+        self.slots = envs._torch_slots if self.device.type == "cpu" or envs._torch_slots.pin() else None
         self.handle = next(_NEXT_HANDLE)
 
     def _new_set(self) -> OutputSet:
@@ -183,12 +220,15 @@ class TorchEnv:
 
     def recv(self) -> tuple[torch.Tensor, ...]:
         _, ids, rows = self.envs._receive()
-        obs = self.slots.batch(rows) if self.slots is not None else None
+        slot, obs = self.slots.batch(rows) if self.slots is not None else (0, None)
         outputs = self._free_set()
         arrays = outputs.arrays
+        if obs is not None and outputs.copied is not None:  # to the device, straight from the registered slot
+            self.slots.copy(slot, obs, outputs.tensors["obs"])
+            obs = None
         for name, src in self._src.items():
             if name == "obs":
-                if obs is None:  # the numpy path's slot, several, or not one block: one copy, from where each is
+                if not slot:  # the numpy path's slot, several, or not one block: one copy, from where each is
                     np.take(src, self.envs._buffers.obs_rows(self._all_ids if ids is None else ids), axis=0,
                             out=arrays[name])
             elif ids is None or isinstance(rows, slice):
@@ -199,7 +239,8 @@ class TorchEnv:
             arrays["env_id"][:] = ids
         if outputs.copied is not None:
             for name, tensor in outputs.host.items():
-                outputs.tensors[name].copy_(tensor, non_blocking=True)
+                if name != "obs" or not slot:
+                    outputs.tensors[name].copy_(tensor, non_blocking=True)
             outputs.copied.record()
         self._last = outputs
         return outputs.outputs if obs is None else (obs, *outputs.outputs[1:])
@@ -256,6 +297,8 @@ def unregister(handle: int) -> None:
     env.pool = []
     env._last = None
     env.envs._torch_handles.discard(env.handle)
+    if not env.envs._torch_handles and env.envs._torch_slots is not None:
+        env.envs._torch_slots.unpin()
 
 
 # -- the ops ---------------------------------------------------------------------------------------------------------

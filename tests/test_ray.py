@@ -6,6 +6,7 @@ Atari ROMs, torch ops) runs in the shared backend-parametrized tests, whose "ray
 
 import contextlib
 import functools
+import random
 import re
 import subprocess
 import sys
@@ -425,11 +426,19 @@ def test_joining_a_cluster_by_ray_address_leaves_it_running(tmp_path):
 
     import psutil
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    def free_port() -> int:
+        """A port free now, below the kernel's ephemeral range (32768 and up here), where the client sockets of
+        other processes, the session's Ray among them, keep taking ports (a port drawn there was once taken before
+        the head bound it), and above Ray's worker ports (10002-19999)."""
+        while True:
+            port = random.randrange(20000, 32000)
+            with socket.socket() as s, contextlib.suppress(OSError):
+                s.bind(("127.0.0.1", port))
+                return port
+
     temp = tempfile.mkdtemp(prefix="shoal-ray-", dir="/tmp")  # short: Ray's socket paths live under it
     ray_cli = [sys.executable, "-m", "ray.scripts.scripts"]
+    port = free_port()
     start = subprocess.run(
         [*ray_cli, "start", "--head", f"--port={port}", "--num-cpus=2", "--include-dashboard=false",
          f"--temp-dir={temp}", "--disable-usage-stats"],

@@ -61,14 +61,18 @@ def configs(game: str, envs: int, workers: int) -> dict:
 
 class Stepper:
     """A step of ``venv`` with random actions (for the batch it holds, in asynchronous mode); returns env steps.
+    Made after a reset and ``warmup`` seconds of such steps.
     (A class, not a closure that refers to itself: such a cycle would keep an ale-py vector env alive until a
     garbage collection, which could then run in a forked bare-limit process and destroy it there.)"""
 
-    def __init__(self, venv) -> None:
+    def __init__(self, venv, warmup: float) -> None:
         self.venv, self.rng, self.n = venv, np.random.default_rng(0), venv.single_action_space.n
         _, info = venv.reset(seed=0)
         self.ids = info.get("env_id", np.arange(venv.num_envs))
         self.last: tuple = ()
+        start = time.perf_counter()
+        while time.perf_counter() - start < warmup:
+            self()
 
     def __call__(self) -> int:
         n = len(self.ids)
@@ -79,10 +83,7 @@ class Stepper:
 
 def rate(venv, seconds: float, warmup: float) -> float:
     try:  # (ale-py's vector env is no context manager)
-        step = Stepper(venv)
-        start = time.perf_counter()
-        while time.perf_counter() - start < warmup:
-            step()
+        step = Stepper(venv, warmup)
         return time_steps(step, seconds, warmup=0)[0]
     finally:
         venv.close()
@@ -92,10 +93,7 @@ def batches(game: str, envs: int, workers: int, seconds: float, warmup: float, *
     """shoal's synchronous batches, one by one: the calling process's CPU time, which hold an autoreset, what those
     cost."""
     with shoal.AtariVectorEnv(games=[game] * envs, num_workers=workers, **SETTINGS, **kwargs) as venv:
-        step = Stepper(venv)
-        start = time.perf_counter()
-        while time.perf_counter() - start < warmup:
-            step()
+        step = Stepper(venv, warmup)
         ended = np.logical_or(*step.last[2:4])
         times, resets = [], []
         start, cpu = time.perf_counter(), time.process_time()
@@ -120,10 +118,7 @@ def batches(game: str, envs: int, workers: int, seconds: float, warmup: float, *
 def profile(game: str, envs: int, workers: int, seconds: float, warmup: float, **kwargs) -> None:
     """The calling process's time in a synchronous loop, by function (cProfile: internal time)."""
     with shoal.AtariVectorEnv(games=[game] * envs, num_workers=workers, **SETTINGS, **kwargs) as venv:
-        step = Stepper(venv)
-        start = time.perf_counter()
-        while time.perf_counter() - start < warmup:
-            step()
+        step = Stepper(venv, warmup)
         profiler, count = cProfile.Profile(), 0
         profiler.enable()
         start = time.perf_counter()

@@ -6,13 +6,13 @@
 For each game, E envs (default 4 per worker) on W workers (default: every core), the benchmark settings (84x84 gray,
 stack 4, frameskip 4, max-pool, noop 30, sticky 0), random actions, configurations interleaved round by round, each
 scoring its best round (after ``--warmup`` seconds of stepping, so that every env has ended an episode: the first
-reset of ``reset_cache`` emulates the starts it saves):
+reset of a ROM whose starts are restored emulates the starts it saves):
 
 * the bare limit: W processes each running ALE's loop (4x ``act`` + ``getScreenGrayscale``) over its share of envs;
 * shoal, synchronous batches: by default (the calling process steps one group itself), with ``inline=False`` (every
-  group in a worker), each with and without ``reset_cache=True`` (the opt-in that restores saved episode starts:
-  rollouts unchanged for Breakout, Pong, Space Invaders; see ``benchmarks/reset_states.py``); and with the cache and
-  ``copy=False`` (observations returned as views of the shared buffers, not copied);
+  group in a worker), each as by default (saved episode starts restored where rollouts stay unchanged, as for
+  Breakout, Pong, Space Invaders: ``shoal.atari.starts``) and with ``reset_cache=False`` (every reset emulated, as
+  before that default); and with ``copy=False`` (observations returned as views of the shared buffers, not copied);
 * shoal, first-N-of-M asynchronous batches of E/4 (the configuration that keeps every worker busy);
 * ale-py's C++ ``AtariVectorEnv`` with W threads, synchronous and with batches of E/4.
 
@@ -37,9 +37,9 @@ import shoal
 from bench_atari import bare_limit
 from shoal.bench.throughput import SETTINGS, interleaved, time_steps
 
-SYNC = {"": {}, ", inline=False": {"inline": False}, ", reset_cache": {"reset_cache": True},
-        ", reset_cache, inline=False": {"reset_cache": True, "inline": False},
-        ", reset_cache, copy=False": {"reset_cache": True, "copy": False}}
+SYNC = {"": {}, ", inline=False": {"inline": False}, ", copy=False": {"copy": False},
+        ", reset_cache=False": {"reset_cache": False},
+        ", reset_cache=False, inline=False": {"reset_cache": False, "inline": False}}
 
 
 def configs(game: str, envs: int, workers: int) -> dict:

@@ -1,7 +1,7 @@
 """envs.torch(): the PyTorch op path against the numpy path, and what send/recv overlap gains, in one run.
 
     python benchmarks/bench_torch.py [--seconds 3] [--rounds 3] [--envs 16] [--workers 2] [--device cpu]
-                                     [--reset-cache] [--no-inline]
+                                     [--emulate-resets] [--no-inline]
 
 Breakout x ``--envs`` on ``--workers`` worker processes (synchronous batches), random actions, rounds interleaved:
 
@@ -111,7 +111,8 @@ def main() -> None:
     parser.add_argument("--envs", type=int, default=16)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--reset-cache", action="store_true", help="AtariVectorEnv(reset_cache=True)")
+    parser.add_argument("--emulate-resets", dest="reset_cache", action="store_const", const=False, default="auto",
+                        help="AtariVectorEnv(reset_cache=False): emulate every reset (the default restores Breakout's)")
     parser.add_argument("--no-inline", dest="inline", action="store_false", default=None,
                         help="AtariVectorEnv(inline=False) for step 1 too (step 2 always uses it)")
     args = parser.parse_args()
@@ -131,7 +132,7 @@ def main() -> None:
         for name, run in runs.items():
             best[name] = max(best[name], run())
         print(f"round {r + 1}: " + ", ".join(f"{k} {v:,.0f}" for k, v in best.items()), flush=True)
-    options = (", reset_cache" if args.reset_cache else "") + (", inline=False" if args.inline is False else "")
+    options = (", reset_cache=False" if args.reset_cache is False else "") + (", inline=False" if args.inline is False else "")
     print(f"\nBreakout x{args.envs}, {args.workers} workers, {device}{options}: steps/s (best of {args.rounds} rounds "
           f"of {args.seconds:g} s)")
     for name, rate in best.items():

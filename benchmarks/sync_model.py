@@ -12,7 +12,8 @@
    gains only while the caller's model runs: ``--model-ms``), and the next episode's start prepared ahead on a
    second emulator in the worker's idle time (``prepared``; not buildable on ale-py 0.12, whose ``act`` and
    ``reset_game`` hold the GIL, so a worker thread would stall the worker), and saved starts restored
-   (``AtariVectorEnv(reset_cache=True)``, opt-in; its reset costs are measured too, with a warm cache).
+   (``AtariVectorEnv``'s default where rollouts stay unchanged, ``reset_cache=True`` for every ROM; its reset costs
+   are measured too, with a warm cache; the plain costs with ``reset_cache=False``).
 3. Checks the model against what this machine does: Breakout x 2 on 2 workers and x 8, sync against async.
 
 The 16-core figures it is checked against (PERFORMANCE.md, measured on a 16-core machine): Breakout x 64 on 16

@@ -67,15 +67,27 @@ class AtariConfig:
     """Clip each step's reward to [-1, 1]; ``info["raw_reward"]`` keeps the unclipped one."""
     use_fire_reset: bool = True
     """Press FIRE once after the no-ops of a reset, in games whose action set has FIRE."""
-    reset_cache: bool = False
-    """Emulate each distinct episode start (ROM, mode, difficulty, number of no-ops) once per worker, from the state
-    the ROM powers on in, then restore it: a reset costs a state restore instead of ~67 + up to 30 emulated frames.
-    Rollouts are unchanged for ROMs whose ``reset_game`` does not depend on the game before
-    (``benchmarks/reset_states.py``: 59 of the 104 that load alone, Breakout, Pong and Space Invaders among them); in
-    the others every episode starts as a fresh game's first one does, instead of carrying RAM over from the game
-    before. Either way, the same seeds give the same rollouts on every backend. ``info["frame_number"]`` still
-    counts the frames of restored starts. Needs ``repeat_action_probability=0`` (sticky actions make every start
-    differ)."""
+    reset_cache: bool | Literal["auto"] = "auto"
+    """Restore saved episode starts instead of emulating each reset: each worker emulates each distinct start (ROM,
+    mode, difficulty, number of no-ops) once, from the state the ROM powers on in, then restores it, so a reset costs
+    a state restore instead of ~67 + up to 30 emulated frames. ``"auto"`` (the default) does it only where rollouts
+    stay exactly as emulated resets give them: with ``repeat_action_probability=0`` (sticky actions make every start
+    random), the default mode and difficulty, and a ROM that :mod:`shoal.atari.starts` found to reset to the same
+    state whatever game came before (``shoal/data/exact_starts.txt``: Breakout, Pong and Space Invaders among them),
+    checked with the installed ale-py's version; elsewhere it emulates. ``True`` restores starts for every ROM: in the
+    others every episode starts as a fresh game's first does, instead of carrying RAM over from the game before
+    (same seeds still give the same rollouts on every backend); it needs ``repeat_action_probability=0``.
+    ``False`` emulates every reset. ``info["frame_number"]`` counts the frames of restored starts either way."""
+
+    def restores_starts(self, env_id: int) -> bool:
+        """Whether env ``env_id``'s resets restore saved starts (:attr:`reset_cache`)."""
+        if self.reset_cache != "auto":
+            return bool(self.reset_cache)
+        if self.repeat_action_probability or self.modes[env_id] is not None or self.difficulties[env_id] is not None:
+            return False
+        from shoal.atari.starts import restores_exactly
+
+        return restores_exactly(self.games[env_id])
 
     def __post_init__(self) -> None:
         n = len(self.games)
@@ -121,7 +133,9 @@ class AtariConfig:
         sticky = self.repeat_action_probability
         if not isinstance(sticky, (int, float)) or not 0.0 <= sticky <= 1.0:
             raise ConfigError(f"repeat_action_probability must be in [0, 1], got {sticky!r}")
-        if self.reset_cache and sticky:
+        if self.reset_cache not in (True, False, "auto"):
+            raise ConfigError(f"reset_cache must be True, False or 'auto', got {self.reset_cache!r}")
+        if self.reset_cache is True and sticky:
             raise ConfigError(
                 f"reset_cache=True restores saved episode starts, but with repeat_action_probability={sticky} every "
                 f"start is random (sticky actions in the reset frames); use repeat_action_probability=0 or "

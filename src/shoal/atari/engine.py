@@ -105,11 +105,13 @@ class AtariEngine(Engine):
         self._lives = np.zeros(len(env_ids), np.int64)
         self._game_over = np.zeros(len(env_ids), np.bool_)  # the episode ended: reset next (life_loss_info aside)
         self._play_on = np.zeros(len(env_ids), np.bool_)  # a lost life ended the episode; the game goes on
-        # reset_cache: each episode start emulated so far, by (game, mode, difficulty, no-ops), each from the state a
-        # freshly loaded ROM powers on in (by game, mode, difficulty: the same whatever the seed), so that a start
-        # does not depend on which env's game came before it, nor on how envs are grouped; and per env the frames its
-        # restored starts did not emulate (frame_number counts them, as if they had been).
-        self._starts: dict[tuple, SavedStart] | None = {} if config.reset_cache else None
+        # reset_cache: which envs restore saved starts; each episode start emulated so far, by (game, mode,
+        # difficulty, no-ops), each from the state a freshly loaded ROM powers on in (by game, mode, difficulty: the
+        # same whatever the seed), so that a start does not depend on which env's game came before it, nor on how
+        # envs are grouped; and per env the frames its restored starts did not emulate (frame_number counts them, as
+        # if they had been).
+        self._restores = [config.restores_starts(i) for i in env_ids]
+        self._starts: dict[tuple, SavedStart] = {}
         self._power_on: dict[tuple, Any] = {}
         self._frame_offset = np.zeros(len(env_ids), np.int64)
         # Each env's palette table (gray value of each index, learned from its ALE; see frames.screen_reader).
@@ -163,7 +165,7 @@ class AtariEngine(Engine):
         if self.config.difficulties[env_id] is not None:
             ale.setDifficulty(self.config.difficulties[env_id])
         self._loaded[local] = True
-        if self._starts is not None:
+        if self._restores[local]:
             self._power_on.setdefault(self._rom_key(env_id), ale.cloneState(include_rng=False))
 
     def _reset_envs(self, ids: np.ndarray, seeds: Sequence[int | None], options: dict | None) -> list[dict]:
@@ -200,7 +202,7 @@ class AtariEngine(Engine):
         """``reset_game`` and the start of an episode; with ``reset_cache``, a saved start restored (see
         :attr:`AtariConfig.reset_cache <shoal.atari.config.AtariConfig.reset_cache>`)."""
         ale = self.ales[local]
-        if self._starts is None:
+        if not self._restores[local]:
             ale.reset_game()
             self._start(local)
             return

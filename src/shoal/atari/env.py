@@ -34,8 +34,9 @@ class AtariVectorEnv(VectorEnv):
     still works), ``"ram"`` the 128 bytes of console RAM at the end of each step, stacked ``(stack_num, 128)``.
     ``frameskip=(low, high)`` repeats each action a number of frames drawn per step from ``[low, high)`` with the
     env's own generator (same seeds, same rollouts, on every backend). ``render_mode="rgb_array"`` makes
-    :meth:`render` return each env's full-size RGB screen. ``reset_cache=True`` (opt-in) restores saved episode
-    starts instead of emulating each reset (exactly what that changes: :attr:`AtariConfig.reset_cache`).
+    :meth:`render` return each env's full-size RGB screen. Resets restore saved episode starts instead of emulating them
+    where that changes no rollout (``reset_cache="auto"``; ``True`` for every ROM, ``False`` never: exactly what each
+    does, :attr:`AtariConfig.reset_cache`).
 
     Example:
         >>> import numpy as np, shoal
@@ -81,7 +82,7 @@ class AtariVectorEnv(VectorEnv):
         life_loss_info: bool = False,
         reward_clipping: bool = True,
         use_fire_reset: bool = True,
-        reset_cache: bool = False,
+        reset_cache: bool | str = "auto",
         mode: int | Sequence[int | None] | None = None,
         difficulty: int | Sequence[int | None] | None = None,
         backend: Backend = "multiprocessing",

@@ -132,7 +132,8 @@ def main() -> None:
         for name, run in runs.items():
             best[name] = max(best[name], run())
         print(f"round {r + 1}: " + ", ".join(f"{k} {v:,.0f}" for k, v in best.items()), flush=True)
-    options = (", reset_cache=False" if args.reset_cache is False else "") + (", inline=False" if args.inline is False else "")
+    options = (", reset_cache=False" if args.reset_cache is False else "") + \
+        (", inline=False" if args.inline is False else "")
     print(f"\nBreakout x{args.envs}, {args.workers} workers, {device}{options}: steps/s (best of {args.rounds} rounds "
           f"of {args.seconds:g} s)")
     for name, rate in best.items():

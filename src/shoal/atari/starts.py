@@ -171,7 +171,8 @@ def main(argv: list[str]) -> None:
     same, differ = [], []
 
     def verdict(game: str) -> str:
-        run = subprocess.run([sys.executable, "-m", "shoal.atari.starts", "--one", game], capture_output=True, text=True)
+        command = [sys.executable, "-m", "shoal.atari.starts", "--one", game]
+        run = subprocess.run(command, capture_output=True, text=True)
         return run.stdout.strip().splitlines()[-1] if run.returncode == 0 and run.stdout.strip() else "did not run"
 
     with ThreadPoolExecutor(os.cpu_count()) as pool:

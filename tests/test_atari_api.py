@@ -281,10 +281,11 @@ def test_async_batches_with_per_batch_action_spaces_and_partial_resets():
 # -- emulator state -------------------------------------------------------------------------------------------------
 
 
-def test_restore_state_replays_exactly_and_states_pickle():
+@pytest.mark.parametrize("games", [MIXED, ["air_raid", "pong", "pooyan"]], ids=["mixed", "taller-screens"])
+def test_restore_state_replays_exactly_and_states_pickle(games):
     # Without sticky actions: ALE's saved state lacks the previous action that a sticky repeat replays (documented
     # on AtariVectorEnv.restore_state).
-    with make(MIXED) as envs:
+    with make(games) as envs:
         envs.reset(seed=3)
         for _ in range(10):
             envs.step(envs.action_space.sample())

@@ -45,6 +45,20 @@ def test_settings(settings):
     assert compare_rollout(GAMES, steps=220, seed=5, backend="serial", **settings) >= 2
 
 
+@pytest.mark.parametrize(
+    "settings",
+    [
+        pytest.param(dict(backend="serial"), id="serial-84"),
+        pytest.param(dict(backend="serial", size=(210, 160), grayscale=False), id="serial-rgb-full-size"),
+        pytest.param(dict(backend="multiprocessing", num_workers=2, size=(105, 80)), id="mp-opencv-path"),
+    ],
+)
+def test_roms_whose_screens_are_taller_than_210_lines(settings):
+    # air_raid 250 lines, pooyan 220, carnival 214, journey_escape 230: one process holds screens of several heights
+    games = ["air_raid", "pong", "pooyan", "carnival", "journey_escape", "air_raid"]
+    assert compare_rollout(games, steps=150, seed=3, max_frames=300, **settings) >= 4
+
+
 def test_without_the_vector_paths(monkeypatch):
     # Where the CPU lacks AVX-512, screens are read with getScreenGrayscale and resized by the scalar kernel.
     from shoal.atari import _frames, frames

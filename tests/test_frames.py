@@ -61,10 +61,35 @@ def test_push_equals_opencv(vector, height, width, grayscale, maxpool, levels, s
     np.testing.assert_array_equal(obs, expected)
 
 
+@pytest.mark.parametrize("vector", VECTOR, indirect=True, ids=lambda v: "avx512" if v else "scalar")
+@pytest.mark.parametrize("size", [(84, 84), (105, 80), (210, 160)])  # kernel, OpenCV (integer scales), copy/kernel
+def test_push_with_screens_of_several_heights_equals_opencv(vector, size):
+    heights = [210, 250, 220, 210, 250]
+    obs = np.zeros((10, 2, *size), np.uint8)
+    frames = FrameStack(obs, True, True, num_envs=5, screen_heights=heights)
+    assert frames.screens is None and [v[0].shape for v in frames.views] == [(h, 160) for h in heights]
+    expected = obs.copy()
+    rng = np.random.default_rng(1)
+    envs = np.array([4, 0, 1, 2], np.int64)
+    for step in range(3):
+        shown = []
+        for last, before in frames.views:
+            last[...] = rng.integers(0, 256, last.shape, dtype=np.uint8)
+            before[...] = rng.integers(0, 256, before.shape, dtype=np.uint8)
+            shown.append((last.copy(), before.copy()))
+        rows, previous = envs + 5 * (step % 2), envs + 5 * ((step + 1) % 2)
+        frames.push(envs, rows, previous, fill=step == 0)
+        for env, row, before in zip(envs, rows, previous):
+            expected[row] = expected[before]
+            reference_push(expected[row], shown[env], step == 0, size, True)
+    np.testing.assert_array_equal(obs, expected)
+
+
 def test_the_kernel_takes_the_usual_sizes_and_opencv_the_rest():
     assert kernel_resizes(84, 84) and kernel_resizes(210, 160) and kernel_resizes(64, 48)
     assert not kernel_resizes(105, 80)  # both scales integers: OpenCV's resizeAreaFast
     assert not kernel_resizes(250, 160)  # enlarging: OpenCV interpolates linearly
+    assert kernel_resizes(210, 160, screen_height=250) and not kernel_resizes(125, 80, screen_height=250)
 
 
 def test_kernel_rejects_rows_outside_the_buffers():

@@ -24,7 +24,7 @@ from gymnasium.vector import AutoresetMode
 from shoal.atari import frames
 from shoal.atari.config import AtariConfig
 from shoal.atari.frames import FrameStack, RamStack
-from shoal.atari.roms import FIRE, NOOP, action_meanings, new_ale
+from shoal.atari.roms import FIRE, NOOP, action_meanings, game_info, new_ale
 from shoal.errors import ConfigError, StateError
 from shoal.vector import _worker
 from shoal.vector.buffers import Buffers
@@ -122,11 +122,12 @@ class AtariEngine(Engine):
             self._frames = RamStack(buffers.obs, len(env_ids))
             self._readers = [frames.ram_reader(ale) for ale in self.ales]
         else:
-            self._frames = FrameStack(buffers.obs, config.grayscale, config.maxpool, len(env_ids))
-            raw = np.zeros(self._frames.screens.shape[2:4], np.uint8)  # palette indices of the screen being read
+            heights = [game_info(config.games[i]).screen_height for i in env_ids]
+            self._frames = FrameStack(buffers.obs, config.grayscale, config.maxpool, len(env_ids), heights)
+            raw = {h: np.zeros((h, frames.SCREEN_WIDTH), np.uint8) for h in heights}  # palette indices being read
             self._readers = [
-                frames.screen_reader(ale, config.grayscale, table if frames.PALETTE_LOOKUP else None, raw)
-                for ale, table in zip(self.ales, self._palettes)
+                frames.screen_reader(ale, config.grayscale, table if frames.PALETTE_LOOKUP else None, raw[h])
+                for ale, table, h in zip(self.ales, self._palettes, heights)
             ]
         extras = buffers.extras
         self._lives_out, self._frame_out = extras["lives"], extras["frame_number"]
@@ -222,7 +223,7 @@ class AtariEngine(Engine):
         no-op frame (and the FIRE of the start it ends) at a time."""
         config, ale = self.config, self.ales[local]
         fire = config.use_fire_reset and self._has_fire[local]
-        screen = np.empty_like(self._frames.screens[local, 0])
+        screen = np.empty_like(self._frames.views[local][0])
         ale.restoreState(self._power_on[rom])
         powered = ale.getFrameNumber()
         ale.reset_game()
@@ -279,10 +280,10 @@ class AtariEngine(Engine):
         self._game_over[local] = False
         self._game_over_out[self.env_ids.start + local] = False
         if screen is None:
-            self._readers[local](self._frames.screens[local, 0])
+            self._readers[local](self._frames.views[local][0])
         else:
-            self._frames.screens[local, 0] = screen
-        self._frames.screens[local, 1] = 0
+            self._frames.views[local][0][...] = screen
+        self._frames.views[local][1][...] = 0
         self._write_info(local, 0.0)
 
     # -- step ------------------------------------------------------------------------------------------------------
@@ -299,7 +300,7 @@ class AtariEngine(Engine):
             action = action_ids[j] if config.continuous else self.action_sets[local][action_ids[j]]
             reward, ended, lost_life = self._run_frames(local, action, strengths[j])
             if self._ram:  # the RAM at the end of the step, however it ended
-                self._readers[local](self._frames.screens[local, 0])
+                self._readers[local](self._frames.views[local][0])
             ale, env_id = self.ales[local], first + local
             now = ale.lives()
             lost_life = lost_life or (config.life_loss_info and now < self._lives[local])
@@ -322,7 +323,7 @@ class AtariEngine(Engine):
         frame's screen, so an ending step shows the screens of the frames before it. A stochastic frameskip draws
         the step's frame count from the env's generator first, as ``AtariEnv`` does; RAM is read by the caller.
         """
-        ale, shown, lives, read = self.ales[local], self._frames.screens[local], self._lives, self._readers[local]
+        ale, shown, lives, read = self.ales[local], self._frames.views[local], self._lives, self._readers[local]
         frameskip, episodic = self.config.frameskip, self.config.episodic_life
         if isinstance(frameskip, tuple):
             frameskip = int(self._rngs[local].integers(*frameskip))
@@ -403,7 +404,7 @@ class AtariEngine(Engine):
             game=self.config.games[env_id],
             ale_state=self._ale(local).cloneState(include_rng=include_rng),
             observation=self.buffers.obs[self.buffers.obs_rows(env_id)].copy(),
-            screens=self._frames.screens[local].copy(),
+            screens=np.stack(self._frames.views[local]),
             lives=int(self._lives[local]),
             needs_reset=bool(self.buffers.needs_reset[env_id]),
             play_on=bool(self._play_on[local]),
@@ -418,7 +419,8 @@ class AtariEngine(Engine):
             raise ConfigError(f"env {env_id} runs {self.config.games[env_id]!r}; this state is of {state.game!r}")
         self._ale(local).restoreState(state.ale_state)
         self.buffers.obs[self.buffers.obs_rows(env_id)] = state.observation
-        self._frames.screens[local] = state.screens
+        for view, screen in zip(self._frames.views[local], state.screens):
+            view[...] = screen
         self._lives[local] = state.lives
         self._game_over[local] = state.needs_reset
         self.buffers.needs_reset[env_id] = state.needs_reset

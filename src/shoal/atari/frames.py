@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -110,15 +110,16 @@ def screen_reader(ale: Any, grayscale: bool, table: np.ndarray | None, raw: np.n
     return read
 
 
-def kernel_resizes(height: int, width: int) -> bool:
-    """Whether the C kernel reproduces OpenCV for this size (a copy, or an area shrink at a non-integer scale).
+def kernel_resizes(height: int, width: int, screen_height: int = SCREEN_HEIGHT) -> bool:
+    """Whether the C kernel reproduces OpenCV for this size from a ``screen_height`` x 160 screen (a copy, or an area
+    shrink at a non-integer scale).
 
     OpenCV takes a different code path (``resizeAreaFast``) when both scales are integers, and interpolates
     linearly when enlarging; those go through ``cv2.resize`` itself.
     """
-    if (height, width) == (SCREEN_HEIGHT, SCREEN_WIDTH):
+    if (height, width) == (screen_height, SCREEN_WIDTH):
         return True
-    scale_y, scale_x = 1.0 / (height / SCREEN_HEIGHT), 1.0 / (width / SCREEN_WIDTH)
+    scale_y, scale_x = 1.0 / (height / screen_height), 1.0 / (width / SCREEN_WIDTH)
     if scale_y < 1.0 or scale_x < 1.0:
         return False
     eps = np.finfo(float).eps
@@ -133,50 +134,84 @@ class FrameStack:
         obs: the observation rows, shape ``(rows, stack, height, width[, 3])``, written in place.
         grayscale: screens have one channel (else RGB, three).
         maxpool: observations are the max of the last two screens of a step.
-        num_envs: how many envs (rows of ``screens``).
+        num_envs: how many envs.
+        screen_heights: each env's screen height (most ROMs 210, a few up to 250; all 160 wide); None: all 210.
 
-    Each env captures its last two screens of a step into ``screens[i, 0]`` (last) and ``screens[i, 1]`` (the
-    one before); :meth:`push` then turns them into the newest frame of its stack.
+    Each env captures its last two screens of a step into ``views[i][0]`` (last) and ``views[i][1]`` (the one
+    before); :meth:`push` then turns them into the newest frame of its stack. Envs whose screens have the same
+    height share one array of screens, ``(envs, 2, height, 160[, 3])``; :attr:`screens` is it when all do.
     """
 
     obs: np.ndarray
     grayscale: bool
     maxpool: bool
     num_envs: int
-    screens: np.ndarray = field(init=False)
+    screen_heights: Sequence[int] | None = None
+    screens: np.ndarray | None = field(init=False)
+    views: list[tuple[np.ndarray, np.ndarray]] = field(init=False)
 
     def __post_init__(self) -> None:
-        num_envs = self.num_envs
         self.stack, self.height, self.width = self.obs.shape[1:4]
         self.channels = 1 if self.grayscale else 3
-        shape = (SCREEN_HEIGHT, SCREEN_WIDTH) if self.grayscale else (SCREEN_HEIGHT, SCREEN_WIDTH, 3)
-        self.screens = np.zeros((num_envs, 2, *shape), np.uint8)
-        self._kernel = kernel_resizes(self.height, self.width)
-        if (self.height, self.width) == (SCREEN_HEIGHT, SCREEN_WIDTH):  # no resize: the kernel copies
-            self._x = self._y = (np.zeros((0, self.width), np.int32), np.zeros((0, self.width), np.float32))
-            self._exact = (np.zeros(0, np.int32),) * 4
-        else:
-            index, weight = area_taps(SCREEN_WIDTH, self.width)
-            channel = np.arange(self.channels, dtype=np.int32)
-            self._x = (  # per (column, channel) element, as the kernel loops over them
-                (index[:, :, None] * self.channels + channel).reshape(len(index), -1),
-                np.repeat(weight, self.channels, axis=1),
-            )
-            self._y = area_taps(SCREEN_HEIGHT, self.height)
-        self._exact = (*exact_taps(SCREEN_WIDTH, self.width), *exact_taps(SCREEN_HEIGHT, self.height))
-        self._scratch = np.zeros((SCREEN_WIDTH + 2 * self.width) * self.channels, np.uint32)
+        heights = np.asarray(self.screen_heights or [SCREEN_HEIGHT] * self.num_envs, np.int64)
+        self._groups = [_ScreenGroup(self, int(h), np.flatnonzero(heights == h)) for h in np.unique(heights)]
+        self._group_of = np.zeros(self.num_envs, np.int64)
+        self._position = np.zeros(self.num_envs, np.int64)  # each env's index in its group's screens
+        self.views = [None] * self.num_envs  # type: ignore[list-item]
+        for g, group in enumerate(self._groups):
+            self._group_of[group.envs] = g
+            self._position[group.envs] = np.arange(len(group.envs))
+            for envs_screens, env in zip(group.screens, group.envs.tolist()):
+                self.views[env] = (envs_screens[0], envs_screens[1])
+        self.screens = self._groups[0].screens if len(self._groups) == 1 else None
 
     def push(self, screens: np.ndarray, rows: np.ndarray, previous: np.ndarray, fill: bool = False) -> None:
-        """Turn ``screens[screens]`` into the newest frame of obs rows ``rows``, after the stacks of obs rows
-        ``previous`` shifted by one frame (``fill``: the new frame in every slot, ``previous`` unused).
+        """Turn the screens of envs ``screens`` into the newest frame of obs rows ``rows``, after the stacks of obs
+        rows ``previous`` shifted by one frame (``fill``: the new frame in every slot, ``previous`` unused).
 
-        All three are int64 arrays of row indices, one per env; ``previous`` may equal ``rows`` (in place).
+        All three are int64 arrays of indices, one per env; ``previous`` may equal ``rows`` (in place).
         """
-        if self._kernel:
+        if self.screens is not None:
+            self._groups[0].push(screens, rows, previous, fill)
+            return
+        which = self._group_of[screens]
+        for g, group in enumerate(self._groups):
+            mine = which == g
+            if mine.any():
+                group.push(self._position[screens[mine]], rows[mine], previous[mine], fill)
+
+
+class _ScreenGroup:
+    """The envs of a :class:`FrameStack` whose screens have one height: their screens and the resize tables from
+    that height."""
+
+    def __init__(self, frames: FrameStack, screen_height: int, envs: np.ndarray) -> None:
+        self.frames, self.screen_height, self.envs = frames, screen_height, envs
+        height, width, channels = frames.height, frames.width, frames.channels
+        shape = (screen_height, SCREEN_WIDTH) if frames.grayscale else (screen_height, SCREEN_WIDTH, 3)
+        self.screens = np.zeros((len(envs), 2, *shape), np.uint8)
+        self.kernel = kernel_resizes(height, width, screen_height)
+        if (height, width) == (screen_height, SCREEN_WIDTH):  # no resize: the kernel copies
+            self.x = self.y = (np.zeros((0, width), np.int32), np.zeros((0, width), np.float32))
+        else:
+            index, weight = area_taps(SCREEN_WIDTH, width)
+            channel = np.arange(channels, dtype=np.int32)
+            self.x = (  # per (column, channel) element, as the kernel loops over them
+                (index[:, :, None] * channels + channel).reshape(len(index), -1),
+                np.repeat(weight, channels, axis=1),
+            )
+            self.y = area_taps(screen_height, height)
+        self.exact = (*exact_taps(SCREEN_WIDTH, width), *exact_taps(screen_height, height))
+        self.scratch = np.zeros((SCREEN_WIDTH + 2 * width) * channels, np.uint32)
+
+    def push(self, screens: np.ndarray, rows: np.ndarray, previous: np.ndarray, fill: bool) -> None:
+        """:meth:`FrameStack.push` for screens ``screens`` of this group (indices into :attr:`screens`)."""
+        f = self.frames
+        if self.kernel:
             _frames.push(
-                self.screens, self.obs, rows, previous, screens, self.maxpool, fill, self.stack, SCREEN_HEIGHT,
-                SCREEN_WIDTH, self.channels, self.height, self.width, *self._x, *self._y, *self._exact,
-                SCREEN_HEIGHT * SCREEN_WIDTH, self._scratch,
+                self.screens, f.obs, rows, previous, screens, f.maxpool, fill, f.stack, self.screen_height,
+                SCREEN_WIDTH, f.channels, f.height, f.width, *self.x, *self.y, *self.exact,
+                self.screen_height * SCREEN_WIDTH, self.scratch,
             )
         else:
             self._push_with_opencv(screens, rows, previous, fill)
@@ -184,18 +219,18 @@ class FrameStack:
     def _push_with_opencv(self, screens: np.ndarray, rows: np.ndarray, previous: np.ndarray, fill: bool) -> None:
         import cv2
 
+        f = self.frames
         for screen, row, before_row in zip(screens.tolist(), rows.tolist(), previous.tolist()):
             last, before = self.screens[screen, 0], self.screens[screen, 1]
-            if self.maxpool:
+            if f.maxpool:
                 np.maximum(last, before, out=last)
-            frame = cv2.resize(last, (self.width, self.height), interpolation=cv2.INTER_AREA)
-            slots = self.obs[row]
+            frame = cv2.resize(last, (f.width, f.height), interpolation=cv2.INTER_AREA)
+            slots = f.obs[row]
             if fill:
                 slots[:] = frame
             else:
-                slots[:-1] = self.obs[before_row, 1:].copy()
+                slots[:-1] = f.obs[before_row, 1:].copy()
                 slots[-1] = frame
-
 
 
 @dataclass
@@ -207,15 +242,17 @@ class RamStack:
         obs: the observation rows, shape ``(rows, stack, 128)``, written in place.
         num_envs: how many envs (rows of ``screens``).
 
-    Each env reads its RAM at the end of a step into ``screens[i, 0]``.
+    Each env reads its RAM at the end of a step into ``screens[i, 0]`` (``views[i][0]``).
     """
 
     obs: np.ndarray
     num_envs: int
     screens: np.ndarray = field(init=False)
+    views: list[tuple[np.ndarray, np.ndarray]] = field(init=False)
 
     def __post_init__(self) -> None:
         self.screens = np.zeros((self.num_envs, 2, self.obs.shape[2]), np.uint8)
+        self.views = [(envs_screens[0], envs_screens[1]) for envs_screens in self.screens]
 
     def push(self, screens: np.ndarray, rows: np.ndarray, previous: np.ndarray, fill: bool = False) -> None:
         """As :meth:`FrameStack.push`: ``screens[screens, 0]`` becomes the newest frame of obs rows ``rows``."""

@@ -19,12 +19,14 @@ class GameInfo:
         minimal_actions: the ALE action ids of its minimal action set, in ale-py's order.
         modes: the game modes it accepts (the first is the default).
         difficulties: the difficulties it accepts (the first is the default).
+        screen_height: the height of its screen (210 for most ROMs, up to 250; every screen is 160 wide).
     """
 
     id: str
     minimal_actions: tuple[int, ...]
     modes: tuple[int, ...]
     difficulties: tuple[int, ...]
+    screen_height: int = 210
 
     @property
     def num_actions(self) -> int:
@@ -92,6 +94,7 @@ def game_info(game: str) -> GameInfo:
         minimal_actions=tuple(int(a.value) for a in ale.getMinimalActionSet()),
         modes=tuple(int(m) for m in ale.getAvailableModes()),
         difficulties=tuple(int(d) for d in ale.getAvailableDifficulties()),
+        screen_height=int(ale.getScreenDims()[0]),
     )
 
 

@@ -10,6 +10,7 @@ from gymnasium.vector import AutoresetMode
 
 from shoal.atari.config import AtariConfig, LifeLossReset, ObsType, games_of, observation_type, per_env
 from shoal.atari.engine import INFO_ARRAYS, AtariEngineFactory, AtariState
+from shoal.atari.roms import game_info
 from shoal.errors import ActionError, ConfigError
 from shoal.vector.base import Backend, VectorEnv
 
@@ -137,7 +138,8 @@ class AtariVectorEnv(VectorEnv):
         self.games: list[str] = list(names)
         self.num_actions: list[int] = self.config.num_actions
         factory = AtariEngineFactory(
-            self.config, tuple(self.config.action_set(i) for i in range(n)), thread_affinity_offset
+            self.config, tuple(self.config.action_set(i) for i in range(n)), thread_affinity_offset,
+            tuple(game_info(g).screen_height for g in names),
         )
         if continuous:
             action = spaces.Box(

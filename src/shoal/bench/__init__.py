@@ -25,6 +25,10 @@ from shoal.bench.throughput import DEFAULT_GAMES, SYSTEMS, Measurement, Throughp
 log = logging.getLogger(__name__)
 
 
+_TABLE_FORMAT = 2
+"""The cached table's layout: bump it with GameInfo's fields (2: ``screen_height``), so an older file is not read."""
+
+
 def games(cache: bool = True, progress: Callable[[int, int], None] | None = None) -> list[GameInfo]:
     """Every single-player ROM ale-py ships, in id order, with its actions, modes and difficulties.
 
@@ -35,9 +39,9 @@ def games(cache: bool = True, progress: Callable[[int, int], None] | None = None
     import ale_py
 
     cache_dir = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    path = cache_dir / "shoal" / f"games-{ale_py.__version__}.json"
+    path = cache_dir / "shoal" / f"games-{ale_py.__version__}-{_TABLE_FORMAT}.json"
     if cache and path.exists():
-        return [GameInfo(g["id"], *(tuple(g[k]) for k in ("minimal_actions", "modes", "difficulties")))
+        return [GameInfo(**{k: tuple(v) if isinstance(v, list) else v for k, v in g.items()})
                 for g in json.loads(path.read_text())]
     ids = game_ids()
     infos = []

@@ -24,7 +24,7 @@ from gymnasium.vector import AutoresetMode
 from shoal.atari import frames
 from shoal.atari.config import AtariConfig
 from shoal.atari.frames import FrameStack, RamStack
-from shoal.atari.roms import FIRE, NOOP, action_meanings, game_info, new_ale
+from shoal.atari.roms import FIRE, NOOP, action_meanings, new_ale
 from shoal.errors import ConfigError, StateError
 from shoal.vector import _worker
 from shoal.vector.buffers import Buffers
@@ -75,10 +75,10 @@ class AtariEngineFactory:
 
     config: AtariConfig
     action_sets: tuple[tuple[int, ...], ...]
-    affinity_offset: int = -1
-    screen_heights: tuple[int, ...] = ()
+    screen_heights: tuple[int, ...]
     """Each env's screen height (:attr:`GameInfo.screen_height <shoal.atari.roms.GameInfo.screen_height>`), read by
-    the parent, which has loaded every ROM for its actions already (empty: read in the engine)."""
+    the parent, which has loaded every ROM for its actions already."""
+    affinity_offset: int = -1
 
     def __call__(self, env_ids: range, buffers: Buffers, autoreset_mode: AutoresetMode) -> AtariEngine:
         return AtariEngine(self, env_ids, buffers, autoreset_mode)
@@ -125,8 +125,7 @@ class AtariEngine(Engine):
             self._frames = RamStack(buffers.obs, len(env_ids))
             self._readers = [frames.ram_reader(ale) for ale in self.ales]
         else:
-            heights = [factory.screen_heights[i] if factory.screen_heights else game_info(config.games[i]).screen_height
-                       for i in env_ids]
+            heights = [factory.screen_heights[i] for i in env_ids]
             self._frames = FrameStack(buffers.obs, config.grayscale, config.maxpool, len(env_ids), heights)
             raw = {h: np.zeros((h, frames.SCREEN_WIDTH), np.uint8) for h in heights}  # palette indices being read
             self._readers = [

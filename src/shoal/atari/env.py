@@ -138,8 +138,8 @@ class AtariVectorEnv(VectorEnv):
         self.games: list[str] = list(names)
         self.num_actions: list[int] = self.config.num_actions
         factory = AtariEngineFactory(
-            self.config, tuple(self.config.action_set(i) for i in range(n)), thread_affinity_offset,
-            tuple(game_info(g).screen_height for g in names),
+            self.config, tuple(self.config.action_set(i) for i in range(n)),
+            tuple(game_info(g).screen_height for g in names), thread_affinity_offset,
         )
         if continuous:
             action = spaces.Box(

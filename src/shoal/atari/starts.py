@@ -6,7 +6,8 @@ instead, and every later frame is the same as after an emulated reset. :func:`fi
 ROMs that passed it with the ale-py version this file names are listed in ``shoal/data/exact_starts.txt``, and
 ``reset_cache="auto"`` (the default) restores starts for them alone.
 
-    python -m shoal.atari.starts [ROM ...]     # check ROMs (default: all), print each verdict, rewrite the list
+    python -m shoal.atari.starts [ROM ...]     # check ROMs, print each verdict; with none named: all, and rewrite
+                                               # the list (~3.5 min on 2 cores)
 
 The check, per ROM, is a rollout with and without restored starts, as an env plays them: two emulators (each with
 its own ALE seed, and neither with the seed the start was saved with, as envs' seeds differ) play the same actions

@@ -164,14 +164,14 @@ def main() -> None:
         rates = interleaved(runs, args.rounds)
         bare, ale_sync = rates["bare limit"], rates["ale-py sync"]
         print(f"\n{game} x {envs}, {workers} workers, steps/s (best of {args.rounds} rounds of {args.seconds:g} s)")
-        print(f"  {'':38s} {'steps/s':>9s} {'/ bare':>7s} {'/ ale-py sync':>13s}")
+        print(f"  {'':46s} {'steps/s':>9s} {'/ bare':>7s} {'/ ale-py sync':>13s}")
         for name, r in rates.items():
-            print(f"  {name:38s} {r:9,.0f} {r / bare:7.2f} {r / ale_sync:12.2f}x")
+            print(f"  {name:46s} {r:9,.0f} {r / bare:7.2f} {r / ale_sync:12.2f}x")
         print("  targets (16 cores, Breakout x 64): shoal sync >= 0.75 of the bare limit, >= 1.7x ale-py sync")
         print("  shoal sync, batch by batch:")
         for name, kwargs in SYNC.items():
             stats = batches(game, envs, workers, args.seconds, args.warmup, **kwargs)
-            print(f"    {name[2:] or 'default':28s}" + ", ".join(f"{k} {v:.2f}" for k, v in stats.items()), flush=True)
+            print(f"    {name[2:] or 'default':34s}" + ", ".join(f"{k} {v:.2f}" for k, v in stats.items()), flush=True)
         if args.profile:
             profile(game, envs, workers, args.seconds, args.warmup)
             profile(game, envs, workers, args.seconds, args.warmup, inline=False)

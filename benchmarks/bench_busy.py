@@ -1,6 +1,7 @@
 """shoal's default configuration on a machine other processes keep busy, against the single-process loops, in one run.
 
     python benchmarks/bench_busy.py [--busy 0 2 4 8] [--envs 8 16] [--workloads cartpole dict burn200us]
+                                    [--seconds 1] [--slice 0.1] [--rounds 3]
 
 For each number of busy processes (each a Python loop that never sleeps, started before the vector envs are made and
 kept running while they step), measures shoal's default configuration (``shoal.make(fns)``), shoal's serial
@@ -12,6 +13,16 @@ all its steps over all its time, averaged over the rounds. A best window of a fr
 there: a single process now and then gets a core to itself for that long, two processes that must meet every step
 seldom both do, so the best window favoured the serial configurations (the 200 us env x 8 with two busy
 processes: 0.81-0.88x by best windows in four runs, 1.37x sustained over 2 s windows).
+
+Under load every round makes all the configurations, each round starting with the next one, then steps them in turn
+for ``--slice`` seconds each, in a new random order every turn, until each has had ``--seconds`` (one not stepping
+waits asleep: shoal's workers on their counters, Gymnasium's on their pipes). The host's slow spells, which last
+seconds, then fall on all of them alike, and no configuration is always made first: with two busy processes on two
+cores and the same configuration made first in every round, it measured below an identical one made after it in 11
+of 12 rows (CartPole and Dict, 8 and 16 envs, three runs), by up to 24%; why is not known (each one's CPU time per
+step is the same). A configuration that runs in one process gets its fair share of the cores only on average, so
+two identical ones still differ by a few percent in a run. Before, with one window of ``--seconds`` per
+configuration and round, they differed by up to 25%.
 """
 
 from __future__ import annotations
@@ -19,9 +30,12 @@ from __future__ import annotations
 import argparse
 import multiprocessing as mp
 import os
+import random
 import statistics
 import sys
 import time
+from collections.abc import Callable
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -39,19 +53,35 @@ def spin() -> None:
         pass
 
 
-def sustained(envs, seconds: float) -> float:
-    """Steps/s of ``envs`` (closed afterwards) over ``seconds``, all of it, after a few untimed steps."""
-    envs.reset(seed=0)
-    actions = np.zeros(envs.num_envs, np.int64)
-    for _ in range(5):
-        envs.step(actions)
-    steps, start = 0, time.perf_counter()
-    while time.perf_counter() - start < seconds:
-        envs.step(actions)
-        steps += envs.num_envs
-    rate = steps / (time.perf_counter() - start)
-    envs.close()
-    return rate
+def sustained(builds: dict[str, Callable[[], Any]], seconds: float, slice_s: float, first: int = 0) -> dict[str, float]:
+    """Steps/s of each of ``builds`` (made together, from the ``first``-th on, closed afterwards): all its steps over
+    all its time, stepped in turn ``slice_s`` at a time until each has had ``seconds``, after a few untimed steps."""
+    names = list(builds)
+    made: dict[str, Any] = {}
+    try:
+        for name in names[first % len(names):] + names[:first % len(names)]:
+            made[name] = builds[name]()
+        actions = {name: np.zeros(envs.num_envs, np.int64) for name, envs in made.items()}
+        for name, envs in made.items():
+            envs.reset(seed=0)
+            for _ in range(5):
+                envs.step(actions[name])
+        steps = dict.fromkeys(made, 0)
+        spent = dict.fromkeys(made, 0.0)
+        order, shuffle = list(made), random.Random(0).shuffle
+        while min(spent.values()) < seconds:
+            shuffle(order)  # a new order every turn: no configuration always follows the same one
+            for name in order:
+                envs = made[name]
+                step, n, start = envs.step, envs.num_envs, time.perf_counter()
+                while time.perf_counter() - start < slice_s:
+                    step(actions[name])
+                    steps[name] += n
+                spent[name] += time.perf_counter() - start
+        return {name: steps[name] / spent[name] for name in made}
+    finally:
+        for envs in made.values():
+            envs.close()
 
 
 def configs(fn, n):
@@ -68,6 +98,7 @@ def main() -> None:
     parser.add_argument("--busy", type=int, nargs="+", default=[0, cores, 2 * cores, 4 * cores])
     parser.add_argument("--seconds", type=float, default=1.0)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--slice", type=float, default=0.1, help="busy: seconds a configuration steps in its turn")
     parser.add_argument("--envs", type=int, nargs="+", default=[8, 16])
     parser.add_argument("--workloads", nargs="+", default=["cartpole", "dict", "burn200us"], choices=list(WORKLOADS))
     args = parser.parse_args()
@@ -76,16 +107,20 @@ def main() -> None:
     print(f"{'busy':>4s} {'workload':10s} {'envs':>4s}  {'config':16s} {'steps/s':>10s}")
     summary = []
     for busy in args.busy:
-        rate_of, pick = (sustained, statistics.mean) if busy else (measure, max)
         hogs = [mp.Process(target=spin, daemon=True) for _ in range(busy)]
         for hog in hogs:
             hog.start()
         try:
             for workload in args.workloads:
                 for n in args.envs:
-                    runs = {name: (lambda build=build: rate_of(build(), args.seconds))
-                            for name, build in configs(WORKLOADS[workload], n)}
-                    rates = interleaved(runs, args.rounds, pick)
+                    builds = dict(configs(WORKLOADS[workload], n))
+                    if busy:
+                        rounds = [sustained(builds, args.seconds, args.slice, k) for k in range(args.rounds)]
+                        rates = {name: statistics.mean(r[name] for r in rounds) for name in builds}
+                    else:
+                        runs = {name: (lambda build=build: measure(build(), args.seconds))
+                                for name, build in builds.items()}
+                        rates = interleaved(runs, args.rounds)
                     for name, sps in rates.items():
                         print(f"{busy:4d} {workload:10s} {n:4d}  {name:16s} {sps:10,.0f}", flush=True)
                     summary.append((busy, workload, n, rates))

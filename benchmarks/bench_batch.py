@@ -1,7 +1,7 @@
 """The sanity envs, batch-native, against the same envs one instance at a time, in one run.
 
     python benchmarks/bench_batch.py [--instances 4096] [--seconds 1] [--rounds 3] [--envs Squared Memory ...]
-                                     [--autoreset-mode next_step|same_step]
+                                     [--autoreset-mode next_step|same_step] [--bound]
 
 Per env: steps/s of shoal's batch-native env (serial, and multiprocessing with 2 workers), of the single-instance
 Gymnasium env under Gymnasium's ``SyncVectorEnv`` and under shoal's per-instance path (``shoal.make`` of the
@@ -14,6 +14,9 @@ half the instances on the serial backend, their steps/s summed. A multiprocessin
 does the same work, plus the hand-offs, and its calling process checks, writes and copies out the whole batch),
 so it bounds the multiprocessing / serial ratio from above; on a cheap env at a few thousand instances, where a
 step is mostly shoal's fixed cost per call, that bound itself is below 1.6x.
+
+``--bound`` adds "mp x2 bound": the multiprocessing configuration with the calling process's action check and its
+copies out removed (see :func:`unchecked_uncopied`), what the backend could reach if that share cost nothing.
 """
 
 from __future__ import annotations
@@ -68,6 +71,22 @@ def bare(env_id: str, envs: int, seconds: float, mode: str = "next_step", proces
         return sum(rate.result() for rate in rates)
 
 
+def unchecked_uncopied(env_id: str, envs: int, seconds: float, mode: str = "next_step") -> float:
+    """Steps/s of ``batch mp x2 inline`` with its calling process's own share of a step cut to the bone: no action
+    check and nothing copied out (observations, rewards and flags handed out as views of the shared buffers). Not a
+    configuration anyone should run (a bad action would reach the env, and every result changes under the caller at
+    the next step): a bound on what the multiprocessing backend could reach with that share gone."""
+    import shoal.vector.base as base
+
+    built = shoal.make(env_id, envs, num_workers=2, copy=False, autoreset_mode=mode)
+    built._check_actions = lambda space, actions, n, where: actions
+    take, base._take = base._take, lambda array, rows: array[rows]
+    try:
+        return measure(built, seconds)
+    finally:
+        base._take = take
+
+
 def configs(name: str, instances: int, single: int, mode: str = "next_step"):
     """(label, build, agents per env of the built vector env's steps). Multiagent's batch-native env has a row per
     agent (``instances`` rows: half as many envs); its Gymnasium env holds both agents, so its steps count twice."""
@@ -90,6 +109,8 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=1.0)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--envs", nargs="+", default=list(NAMES), choices=list(NAMES))
+    parser.add_argument("--bound", action="store_true",
+                        help="also measure mp x2 inline without the action check and the copies out (a bound)")
     parser.add_argument("--autoreset-mode", default="next_step", choices=["next_step", "same_step"],
                         help="every configuration's (same-step adds each ended episode's final_obs to the infos)")
     args = parser.parse_args()
@@ -102,6 +123,8 @@ def main() -> None:
                 for config, build, agents in configs(name, args.instances, args.single_instances, args.autoreset_mode)}
         env_id, envs = f"shoal/{name}-v0", args.instances // (2 if name == "Multiagent" else 1)
         runs["bare x2"] = lambda: bare(env_id, envs, args.seconds, args.autoreset_mode)
+        if args.bound and name != "Multiagent":
+            runs["mp x2 bound"] = lambda: unchecked_uncopied(env_id, envs, args.seconds, args.autoreset_mode)
         rates = interleaved(runs, args.rounds)
         for config, sps in rates.items():
             print(f"{name:11s} {config:20s} {sps:22,.0f}", flush=True)
@@ -109,13 +132,14 @@ def main() -> None:
     print(f"\n{args.instances} instances, {args.autoreset_mode} autoreset; targets: serial >= 1,000,000 steps/s, "
           f"multiprocessing on 2 cores >= 1.6x serial")
     print(f"{'env':11s} {'serial M/s':>10s} {'mp/serial':>9s} {'bare/serial':>11s} {'vs Gym Sync':>11s} "
-          f"{'vs per-instance':>15s}")
+          f"{'vs per-instance':>15s}" + (f" {'bound/serial':>12s}" if args.bound else ""))
     for name, r in summary:
         mp = max(r["batch mp x2"], r["batch mp x2 inline"])
         best = max(r["batch serial"], mp)
+        bound = f" {r['mp x2 bound'] / r['batch serial']:11.2f}x" if "mp x2 bound" in r else ""
         print(f"{name:11s} {r['batch serial'] / 1e6:10.2f} {mp / r['batch serial']:8.2f}x "
               f"{r['bare x2'] / r['batch serial']:10.2f}x {best / r['gymnasium Sync']:10.0f}x "
-              f"{best / r['shoal per-instance']:14.0f}x")
+              f"{best / r['shoal per-instance']:14.0f}x" + bound)
 
 
 if __name__ == "__main__":

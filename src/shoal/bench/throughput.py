@@ -1,7 +1,9 @@
 """Throughput and latency of shoal and its peers as the number of ROMs grows (the chart of the multi-ROM seed).
 
 Every system steps the same games with the same Atari settings (84x84 gray, stack 4, frameskip 4, max-pool, 30
-no-ops, no sticky actions) and random actions, one after another in one run, so their ratios hold on a noisy machine.
+no-ops, no sticky actions) and random actions in one run, so their ratios hold on a noisy machine: for each number
+of ROMs all the systems are opened together and take turns (:data:`TURNS` of them), so that a slow spell of a shared
+machine, which lasts seconds, falls on all of them rather than on the one measured then.
 """
 
 from __future__ import annotations
@@ -111,21 +113,44 @@ def machine() -> dict[str, Any]:
     }
 
 
+TURNS = 4
+"""Turns :func:`throughput` splits each system's ``seconds`` into, the systems stepping one after another in each."""
+
+
 def time_steps(step: Callable[[], int], seconds: float, warmup: int = 10) -> tuple[float, float, float]:
     """Run ``step()`` (returning how many env steps it made) for ``seconds`` after ``warmup`` calls.
 
     Returns steps/s, the mean and the 95th percentile of one call's wall time (ms).
     """
-    for _ in range(warmup):
-        step()
-    durations = []
-    steps, start = 0, time.perf_counter()
-    while (now := time.perf_counter()) - start < seconds:
-        steps += step()
-        durations.append(time.perf_counter() - now)
-    elapsed = time.perf_counter() - start
-    ms = np.asarray(durations) * 1e3
-    return steps / elapsed, float(ms.mean()), float(np.percentile(ms, 95))
+    return time_in_turns({0: step}, seconds, 1, warmup)[0]
+
+
+def time_in_turns(
+    steps: Mapping[Key, Callable[[], int]], seconds: float, turns: int, warmup: int = 10,
+    started: Callable[[Key], None] | None = None,
+) -> dict[Key, tuple[float, float, float]]:
+    """:func:`time_steps` of each of ``steps`` (``warmup`` calls each first), its ``seconds`` split into ``turns``
+    turns and the steppers taking turns; ``started(key)`` as each one's first turn starts."""
+    for step in steps.values():
+        for _ in range(warmup):
+            step()
+    counts = dict.fromkeys(steps, 0)
+    spent = dict.fromkeys(steps, 0.0)
+    durations: dict[Key, list[float]] = {key: [] for key in steps}
+    for turn in range(turns):
+        for key, step in steps.items():
+            if turn == 0 and started is not None:
+                started(key)
+            calls, start = durations[key], time.perf_counter()
+            while (now := time.perf_counter()) - start < seconds / turns:
+                counts[key] += step()
+                calls.append(time.perf_counter() - now)
+            spent[key] += time.perf_counter() - start
+    results = {}
+    for key in steps:
+        ms = np.asarray(durations[key]) * 1e3
+        results[key] = (counts[key] / spent[key], float(ms.mean()), float(np.percentile(ms, 95)))
+    return results
 
 
 def interleaved(
@@ -168,11 +193,15 @@ def throughput(
     measurements = []
     for r in roms:
         chosen = [g for g in games[:r] for _ in range(copies)]
-        for system in systems:
+
+        def started(system: str, r: int = r) -> None:
             if progress is not None:
                 progress(f"{system}: {r} ROM{'s' * (r > 1)} x {copies}")
-            rate, mean, p95 = _measure(system, chosen, seconds)
-            measurements.append(Measurement(system, r, copies, len(chosen), rate, mean, p95))
+
+        with contextlib.ExitStack() as opened:
+            steps = {system: stepper(system, chosen, opened) for system in systems}
+            timed = time_in_turns(steps, seconds, TURNS, started=started)
+        measurements += [Measurement(system, r, copies, len(chosen), *timed[system]) for system in systems]
     return ThroughputResult(measurements, list(games[: max(roms)]), seconds, machine())
 
 
@@ -181,11 +210,6 @@ def _check_counts(name: str, counts: Sequence[int], limit: int) -> list[int]:
     if not counts or any(isinstance(c, bool) or not isinstance(c, int) or not 1 <= c <= limit for c in counts):
         raise ConfigError(f"{name} must be integers between 1 and {limit} (the games available), got {counts}")
     return counts
-
-
-def _measure(system: str, games: list[str], seconds: float) -> tuple[float, float, float]:
-    with contextlib.ExitStack() as opened:
-        return time_steps(stepper(system, games, opened), seconds)
 
 
 def stepper(system: str, games: list[str], opened: contextlib.ExitStack) -> Callable[[], int]:

@@ -33,8 +33,8 @@ import os
 import random
 import statistics
 import sys
-import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import gymnasium as gym
@@ -45,7 +45,7 @@ from bench_vector import measure  # noqa: E402
 from workloads import WORKLOADS  # noqa: E402
 
 import shoal  # noqa: E402
-from shoal.bench.throughput import interleaved  # noqa: E402
+from shoal.bench.throughput import interleaved, time_in_turns  # noqa: E402
 
 
 def spin() -> None:
@@ -55,33 +55,28 @@ def spin() -> None:
 
 def sustained(builds: dict[str, Callable[[], Any]], seconds: float, slice_s: float, first: int = 0) -> dict[str, float]:
     """Steps/s of each of ``builds`` (made together, from the ``first``-th on, closed afterwards): all its steps over
-    all its time, stepped in turn ``slice_s`` at a time until each has had ``seconds``, after a few untimed steps."""
+    all its time, stepped in turns of ``slice_s`` in a new random order every turn until each has had ``seconds``,
+    after a few untimed steps."""
     names = list(builds)
     made: dict[str, Any] = {}
     try:
         for name in names[first % len(names):] + names[:first % len(names)]:
             made[name] = builds[name]()
-        actions = {name: np.zeros(envs.num_envs, np.int64) for name, envs in made.items()}
+        steps = {}
         for name, envs in made.items():
             envs.reset(seed=0)
-            for _ in range(5):
-                envs.step(actions[name])
-        steps = dict.fromkeys(made, 0)
-        spent = dict.fromkeys(made, 0.0)
-        order, shuffle = list(made), random.Random(0).shuffle
-        while min(spent.values()) < seconds:
-            shuffle(order)  # a new order every turn: no configuration always follows the same one
-            for name in order:
-                envs = made[name]
-                step, n, start = envs.step, envs.num_envs, time.perf_counter()
-                while time.perf_counter() - start < slice_s:
-                    step(actions[name])
-                    steps[name] += n
-                spent[name] += time.perf_counter() - start
-        return {name: steps[name] / spent[name] for name in made}
+            steps[name] = partial(_step, envs, np.zeros(envs.num_envs, np.int64))
+        turns = max(1, round(seconds / slice_s))
+        timed = time_in_turns(steps, seconds, turns, warmup=5, shuffle=random.Random(0))
+        return {name: rate for name, (rate, _, _) in timed.items()}
     finally:
         for envs in made.values():
             envs.close()
+
+
+def _step(envs: Any, actions: np.ndarray) -> int:
+    envs.step(actions)
+    return envs.num_envs
 
 
 def configs(fn, n):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import platform
+import random
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Hashable, Mapping, Sequence, TypeVar
@@ -127,18 +128,23 @@ def time_steps(step: Callable[[], int], seconds: float, warmup: int = 10) -> tup
 
 def time_in_turns(
     steps: Mapping[Key, Callable[[], int]], seconds: float, turns: int, warmup: int = 10,
-    started: Callable[[Key], None] | None = None,
+    started: Callable[[Key], None] | None = None, shuffle: random.Random | None = None,
 ) -> dict[Key, tuple[float, float, float]]:
     """:func:`time_steps` of each of ``steps`` (``warmup`` calls each first), its ``seconds`` split into ``turns``
-    turns and the steppers taking turns; ``started(key)`` as each one's first turn starts."""
+    turns and the steppers taking turns (in ``steps``' order, or one ``shuffle`` draws for every turn);
+    ``started(key)`` as each one's first turn starts."""
     for step in steps.values():
         for _ in range(warmup):
             step()
     counts = dict.fromkeys(steps, 0)
     spent = dict.fromkeys(steps, 0.0)
     durations: dict[Key, list[float]] = {key: [] for key in steps}
+    order = list(steps)
     for turn in range(turns):
-        for key, step in steps.items():
+        if shuffle is not None:
+            shuffle.shuffle(order)
+        for key in order:
+            step = steps[key]
             if turn == 0 and started is not None:
                 started(key)
             calls, start = durations[key], time.perf_counter()

@@ -16,7 +16,9 @@ so it bounds the multiprocessing / serial ratio from above; on a cheap env at a 
 step is mostly shoal's fixed cost per call, that bound itself is below 1.6x.
 
 ``--bound`` adds "mp x2 bound": the multiprocessing configuration with the calling process's action check and its
-copies out removed (see :func:`unchecked_uncopied`), what the backend could reach if that share cost nothing.
+copies out removed (see :func:`unchecked_uncopied`), what the backend could reach if that share cost nothing, and
+"serial bound", the serial backend with the same cuts. "bound/serial" sets the first against the serial backend as
+it runs; "bound/bound" against the second, which is the ratio those cuts could give if both backends made them.
 """
 
 from __future__ import annotations
@@ -71,14 +73,15 @@ def bare(env_id: str, envs: int, seconds: float, mode: str = "next_step", proces
         return sum(rate.result() for rate in rates)
 
 
-def unchecked_uncopied(env_id: str, envs: int, seconds: float, mode: str = "next_step") -> float:
-    """Steps/s of ``batch mp x2 inline`` with its calling process's own share of a step cut to the bone: no action
-    check and nothing copied out (observations, rewards and flags handed out as views of the shared buffers). Not a
-    configuration anyone should run (a bad action would reach the env, and every result changes under the caller at
-    the next step): a bound on what the multiprocessing backend could reach with that share gone."""
+def unchecked_uncopied(env_id: str, envs: int, seconds: float, mode: str = "next_step", **options) -> float:
+    """Steps/s of ``batch mp x2 inline`` (or of the vector env ``options`` make) with its calling process's own share
+    of a step cut to the bone: no action check and nothing copied out (observations, rewards and flags handed out
+    as views of the shared buffers). Not a configuration anyone should run (a bad action would reach the env, and
+    every result changes under the caller at the next step): a bound on what the backend could reach with that
+    share gone."""
     import shoal.vector.base as base
 
-    built = shoal.make(env_id, envs, num_workers=2, copy=False, autoreset_mode=mode)
+    built = shoal.make(env_id, envs, copy=False, autoreset_mode=mode, **(options or {"num_workers": 2}))
     built._check_actions = lambda space, actions, n, where: actions
     take, base._take = base._take, lambda array, rows: array[rows]
     try:
@@ -125,6 +128,8 @@ def main() -> None:
         runs["bare x2"] = lambda: bare(env_id, envs, args.seconds, args.autoreset_mode)
         if args.bound and name != "Multiagent":
             runs["mp x2 bound"] = lambda: unchecked_uncopied(env_id, envs, args.seconds, args.autoreset_mode)
+            runs["serial bound"] = lambda: unchecked_uncopied(env_id, envs, args.seconds, args.autoreset_mode,
+                                                              backend="serial")
         rates = interleaved(runs, args.rounds)
         for config, sps in rates.items():
             print(f"{name:11s} {config:20s} {sps:22,.0f}", flush=True)
@@ -132,11 +137,12 @@ def main() -> None:
     print(f"\n{args.instances} instances, {args.autoreset_mode} autoreset; targets: serial >= 1,000,000 steps/s, "
           f"multiprocessing on 2 cores >= 1.6x serial")
     print(f"{'env':11s} {'serial M/s':>10s} {'mp/serial':>9s} {'bare/serial':>11s} {'vs Gym Sync':>11s} "
-          f"{'vs per-instance':>15s}" + (f" {'bound/serial':>12s}" if args.bound else ""))
+          f"{'vs per-instance':>15s}" + (f" {'bound/serial':>12s} {'bound/bound':>11s}" if args.bound else ""))
     for name, r in summary:
         mp = max(r["batch mp x2"], r["batch mp x2 inline"])
         best = max(r["batch serial"], mp)
-        bound = f" {r['mp x2 bound'] / r['batch serial']:11.2f}x" if "mp x2 bound" in r else ""
+        bound = (f" {r['mp x2 bound'] / r['batch serial']:11.2f}x {r['mp x2 bound'] / r['serial bound']:10.2f}x"
+                 if "mp x2 bound" in r else "")
         print(f"{name:11s} {r['batch serial'] / 1e6:10.2f} {mp / r['batch serial']:8.2f}x "
               f"{r['bare x2'] / r['batch serial']:10.2f}x {best / r['gymnasium Sync']:10.0f}x "
               f"{best / r['shoal per-instance']:14.0f}x" + bound)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from shoal.vector._memory import page_delta
-from shoal.vector.copies import CHECKED_FROM, NEAR, copy_out
+from shoal.vector.copies import CHECKED_FROM, NEAR, SPLIT_FROM, SplitCopies, copy_out
 
 
 def test_page_delta_is_the_distance_between_two_buffers_modulo_a_page():
@@ -47,3 +47,22 @@ def test_small_and_multidimensional_copies():
     assert out.shape == (8, 84, 40) and np.array_equal(out, frames) and page_delta(out, frames) >= NEAR
     strided = block.reshape(64, 512)[:, ::2]  # not one block (no buffer rows are): copied as numpy copies it
     assert np.array_equal(copy_out(strided), strided) and copy_out(strided).flags.c_contiguous
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.bool_])
+def test_split_copies_copy_the_first_rows_now_and_the_rest_when_finished(dtype):
+    rows = SPLIT_FROM // np.dtype(dtype).itemsize
+    block = np.random.default_rng(1).integers(0, 2, 2 * 4096 + rows * 8).astype(np.uint8)
+    for offset in range(0, 4096, 512):
+        srcs = (block[offset : offset + rows * np.dtype(dtype).itemsize].view(dtype),
+                block[offset : offset + 2 * rows].reshape(rows, 2))
+        split = SplitCopies(srcs, slice(0, rows // 3))
+        before = [np.array(src, copy=True) for src in srcs]
+        for src in srcs:
+            src[rows // 3 - 1 :] = 0  # after the split: the first part holds the rows as they were; the rest follows
+        outs = split.finish()
+        for out, src, was in zip(outs, srcs, before):
+            assert out.shape == src.shape and out.dtype == src.dtype and out.flags.owndata
+            assert page_delta(out, src) >= NEAR
+            np.testing.assert_array_equal(out[: rows // 3], was[: rows // 3])
+            np.testing.assert_array_equal(out[rows // 3 :], src[rows // 3 :])

@@ -264,9 +264,9 @@ class Engine(ABC):
             return self.set_attr(ids, name, values)
         raise ValueError(f"unknown op {op!r}")
 
-    def run_step(self, ids: np.ndarray) -> Any:
-        """:meth:`execute` of a plain step (the hot path, without a :class:`Command`)."""
-        return self._answer(self.step(ids))
+    def run_step(self, ids: np.ndarray, actions: np.ndarray | None = None) -> Any:
+        """:meth:`execute` of a plain step (the hot path, without a :class:`Command`); ``actions``: see :meth:`step`."""
+        return self._answer(self.step(ids, actions=actions))
 
     def _answer(self, entries: InfoEntries) -> Any:
         """What goes back for a command that wrote observations: the info entries, with the loose leaves' values
@@ -291,11 +291,16 @@ class Engine(ABC):
         b.needs_reset[at] = False
         return [(i, info) for i, info in zip(ids.tolist(), infos) if info] if any(infos) else []
 
-    def step(self, ids: np.ndarray, loose_actions: Sequence[tuple] | None = None) -> InfoEntries:
+    def step(
+        self, ids: np.ndarray, loose_actions: Sequence[tuple] | None = None, actions: np.ndarray | None = None
+    ) -> InfoEntries:
         """One step of envs ``ids`` with the actions in their rows of ``buffers.actions`` (and, for an action space
-        with loose leaves, those leaves' values: one tuple per env of ``ids``)."""
+        with loose leaves, those leaves' values: one tuple per env of ``ids``), or with ``actions`` (one row per env
+        of ``ids``, as those rows would hold them) where the calling process hands its own engine the batch it
+        checked instead of writing it into the buffers first."""
         b, at = self.buffers, self._run(ids)
-        actions = b.actions[at]
+        if actions is None:
+            actions = b.actions[at]
         if loose_actions is not None:
             actions = [b.spec.action.item(actions, j, loose) for j, loose in enumerate(loose_actions)]
         ended = self._ended(ids)

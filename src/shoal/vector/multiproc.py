@@ -27,6 +27,7 @@ import time
 from collections import deque
 from typing import Any, Sequence
 
+import numpy as np
 from gymnasium.vector import AutoresetMode
 
 from shoal.errors import ConfigError, EnvError, WorkerDiedError
@@ -98,6 +99,7 @@ class MultiprocessingTransport(Transport):
         self._counter_memory = ctx.RawArray("b", Counters.nbytes(count))
         self._counters = Counters(self._counter_memory, count)
         self._inline = inline
+        self.own_rows = slice(0, self.groups[0].stop) if inline else None
         self._engine = None
         self._procs: dict[int, Any] = {}  # host -> worker process
         self._links: dict[int, Link] = {}  # host -> its link
@@ -145,7 +147,7 @@ class MultiprocessingTransport(Transport):
         if self._inline and 0 in commands:  # step our own share while the workers step theirs
             self._answers[0] = answer_of(self._engine.execute, commands[0])
 
-    def step(self, groups: Sequence[int]) -> None:
+    def step(self, groups: Sequence[int], own_actions: np.ndarray | None = None) -> None:
         key = tuple(groups)
         plan = self._plans.get(key)
         if plan is None:  # per worker: its groups' indices within it, and the groups (a few sets of groups recur)
@@ -166,7 +168,7 @@ class MultiprocessingTransport(Transport):
             except (BrokenPipeError, ConnectionResetError, EOFError):
                 raise self._died(host) from None
         if own:  # step our own share while the workers step theirs
-            self._answers[0] = answer_of(self._engine.run_step, self.group_ids[0])
+            self._answers[0] = answer_of(self._engine.run_step, self.group_ids[0], own_actions)
 
     def owes(self) -> bool:
         return bool(self._answers) or any(self._queued.values())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
+import numpy as np
 from gymnasium.vector import AutoresetMode
 
 from shoal.vector.buffers import BufferSpec
@@ -27,14 +28,20 @@ class SerialTransport(Transport):
             self.close()
             raise
         self._answers: dict[int, tuple[bool, Any]] = {}  # group -> answer not yet collected, in the order run
+        self.own_rows = slice(0, self.groups[-1].stop)
 
     def dispatch(self, commands: dict[int, Command]) -> None:
         for group, command in commands.items():
             self._run(group, self.engines[group].execute, command)
 
-    def step(self, groups: Sequence[int]) -> None:
+    def step(self, groups: Sequence[int], own_actions: np.ndarray | None = None) -> None:
         for group in groups:  # no Command per group: the hot path
-            self._run(group, self.engines[group].run_step, self.group_ids[group])
+            engine, ids = self.engines[group], self.group_ids[group]
+            if own_actions is None:
+                self._answers[group] = answer_of(engine.run_step, ids)
+            else:
+                rows = self.groups[group]
+                self._answers[group] = answer_of(engine.run_step, ids, own_actions[rows.start : rows.stop])
 
     def _run(self, group: int, run: Callable[[Any], Any], argument: Any) -> None:
         """``run(argument)`` for ``group``; its answer (or error) waits for :meth:`gather`."""

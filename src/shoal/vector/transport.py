@@ -61,9 +61,18 @@ class Transport(ABC):
     def dispatch(self, commands: dict[int, Command]) -> None:
         """Start ``commands[g]`` on each group ``g`` given; returns without waiting where the backend can."""
 
-    def step(self, groups: Sequence[int]) -> None:
+    own_rows: slice | None = None
+    """The rows of the envs whose engines run in the calling process (serial: all; multiprocessing inline: group
+    0's), whose actions a synchronous step may hand those engines directly (:meth:`step`'s ``own_actions``)."""
+
+    def step(self, groups: Sequence[int], own_actions: np.ndarray | None = None) -> None:
         """Start one step of each of ``groups``, their actions being in the buffers: :meth:`dispatch` of
-        :data:`~shoal.vector.engine.Op.STEP` commands, which a backend may carry a faster way (every step does)."""
+        :data:`~shoal.vector.engine.Op.STEP` commands, which a backend may carry a faster way (every step does).
+
+        ``own_actions`` (only when ``groups`` are all of them): the actions of the envs at :attr:`own_rows`, which
+        the buffers then do not hold; the engines in this process read them there."""
+        if own_actions is not None:
+            raise NotImplementedError(f"{type(self).__name__} steps no engine in the calling process")
         self.dispatch({g: Command(Op.STEP, self.group_ids[g]) for g in groups})
 
     def collect(
@@ -139,11 +148,11 @@ def pickled(value: Any, what: str) -> bytes:
             ) from exc
 
 
-def answer_of(run: Callable[[Any], Any], argument: Any) -> tuple[bool, Any]:
-    """The answer of a group stepped in the calling process, as a worker's comes: ``(True, run(argument))``, or
+def answer_of(run: Callable[..., Any], *arguments: Any) -> tuple[bool, Any]:
+    """The answer of a group stepped in the calling process, as a worker's comes: ``(True, run(*arguments))``, or
     ``(False, error)`` for an exception it raised (an interrupt is not an answer: it propagates)."""
     try:
-        return True, run(argument)
+        return True, run(*arguments)
     except Exception as exc:
         return False, exc
 

@@ -1,0 +1,136 @@
+"""A large synchronous step: the calling process's own envs read their actions from the checked batch where it is
+(not written into the buffers first), and the results of those envs are copied out while the workers still step
+theirs (shoal.vector.copies.SplitCopies). Both must be invisible: the same results as the paths without them,
+owned by the caller, and right after a wait cut short or an env's error."""
+
+import functools
+import os
+import time
+
+import numpy as np
+import pytest
+
+import shoal
+from shoal.errors import EnvError, WaitTimeoutError
+
+from fakes import Walk
+
+N = 16384  # Walk's results: 18 bytes per env, ~288 KiB in all (above SPLIT_FROM)
+
+
+def paths(env=Walk, n=N):
+    """The serial backend (its one engine reads the batch in place), multiprocessing with the calling process
+    stepping a share (in place, results copied in two parts) and without (every action written, plain copies)."""
+    return {
+        "serial": shoal.make(env, n, backend="serial"),
+        "inline": shoal.make(env, n, num_workers=2, inline=True, context="fork"),
+        "workers only": shoal.make(env, n, num_workers=2, inline=False, context="fork"),
+    }
+
+
+def close_all(built):
+    for envs in built.values():
+        envs.close()
+
+
+def test_a_large_synchronous_step_equals_the_paths_without_in_place_actions_and_split_copies():
+    built = paths()
+    try:
+        inline = built["inline"]
+        assert inline._split == slice(0, N // 2) and inline._own_rows == slice(0, N // 2)  # the paths under test
+        assert built["workers only"]._split is None and built["workers only"]._own_rows is None
+        rng = np.random.default_rng(0)
+        firsts = [envs.reset(seed=7)[0] for envs in built.values()]
+        for obs in firsts[1:]:
+            np.testing.assert_array_equal(obs, firsts[0])
+        previous, kept = None, None
+        ended = 0
+        for t in range(20):
+            actions = rng.integers(0, 3, N)
+            results = [envs.step(actions) for envs in built.values()]
+            for name, result in zip(list(built)[1:], results[1:]):
+                for what, a, b in zip(("obs", "reward", "terminated", "truncated"), result[:4], results[0][:4]):
+                    np.testing.assert_array_equal(a, b, err_msg=f"{name} step {t} {what}")
+                np.testing.assert_array_equal(result[4]["final_x"], results[0][4]["final_x"])
+            ended += int(results[0][2].sum() + results[0][3].sum())
+            if previous is not None:  # the last step's results are the caller's: this step did not write them
+                for a, b in zip(previous, kept):
+                    np.testing.assert_array_equal(a, b)
+            previous = results[1][:4]
+            kept = [np.array(a, copy=True) for a in previous]
+            assert all(a.flags.owndata for a in previous)
+        assert ended > N  # episodes ended (autoresets) in both shares
+    finally:
+        close_all(built)
+
+
+@pytest.mark.parametrize("form", ["int32", "list", "strided"])
+def test_actions_in_another_dtype_or_layout_step_the_same(form):
+    built = paths()
+    try:
+        for envs in built.values():
+            envs.reset(seed=3)
+        rng = np.random.default_rng(1)
+        for t in range(6):
+            actions = rng.integers(0, 3, N)
+            given = {"int32": actions.astype(np.int32), "list": actions.tolist(),
+                     "strided": np.repeat(actions, 2)[::2]}[form]
+            reference = built["workers only"].step(actions)
+            for name in ("serial", "inline"):
+                result = built[name].step(given)
+                for what, a, b in zip(("obs", "reward", "terminated", "truncated"), result[:4], reference[:4]):
+                    np.testing.assert_array_equal(a, b, err_msg=f"{name} {form} step {t} {what}")
+    finally:
+        close_all(built)
+
+
+class SlowWalk(Walk):
+    """Walk whose instances in a worker process (not in ``parent``) take ``delay`` seconds a step, and raise at
+    step ``fail_at`` (counted per object) when it is given."""
+
+    def __init__(self, num_envs, parent=0, delay=0.0, fail_at=None):
+        super().__init__(num_envs)
+        self.remote = os.getpid() != parent
+        self.delay, self.fail_at, self.steps = delay, fail_at, 0
+
+    def step(self, ids, actions, out):
+        self.steps += 1
+        if self.remote and self.fail_at == self.steps:
+            raise RuntimeError("planted failure")
+        if self.remote:
+            time.sleep(self.delay)
+        super().step(ids, actions, out)
+
+
+def test_a_wait_cut_short_then_resumed_hands_out_the_same_results():
+    slow = functools.partial(SlowWalk, parent=os.getpid(), delay=0.4)
+    with shoal.make(slow, N, num_workers=2, inline=True, context="fork") as envs, \
+            shoal.make(Walk, N, backend="serial") as reference:
+        assert envs._split is not None
+        np.testing.assert_array_equal(envs.reset(seed=1)[0], reference.reset(seed=1)[0])
+        actions = np.random.default_rng(2).integers(0, 3, N)
+        envs.send(actions)
+        with pytest.raises(WaitTimeoutError):
+            envs.recv(timeout=0.05)  # the calling process's rows were copied out; the worker's are still due
+        result, expected = envs.recv(), reference.step(actions)
+        for what, a, b in zip(("obs", "reward", "terminated", "truncated"), result[:4], expected[:4]):
+            np.testing.assert_array_equal(a, b, err_msg=what)
+
+
+def test_an_error_in_a_worker_during_a_split_step_names_its_env_and_a_reset_recovers():
+    failing = functools.partial(SlowWalk, parent=os.getpid(), fail_at=3)
+    with shoal.make(failing, N, num_workers=2, inline=True, context="fork") as envs, \
+            shoal.make(Walk, N, backend="serial") as reference:
+        envs.reset(seed=4)
+        rng = np.random.default_rng(3)
+        for _ in range(2):
+            envs.step(rng.integers(0, 3, N))
+        with pytest.raises(EnvError, match=f"envs {N // 2}..{N - 1}.*planted failure") as caught:
+            envs.step(rng.integers(0, 3, N))
+        assert caught.value.env_id == N // 2
+        np.testing.assert_array_equal(envs.reset(seed=9)[0], reference.reset(seed=9)[0])
+        for t in range(4):
+            actions = rng.integers(0, 3, N)
+            result, expected = envs.step(actions), reference.step(actions)
+            for what, a, b in zip(("obs", "reward", "terminated", "truncated"), result[:4], expected[:4]):
+                np.testing.assert_array_equal(a, b, err_msg=f"step {t} {what}")

@@ -7,8 +7,10 @@ import functools
 import os
 import time
 
+import gymnasium as gym
 import numpy as np
 import pytest
+from gymnasium import spaces
 
 import shoal
 from shoal.errors import EnvError, WaitTimeoutError
@@ -134,3 +136,48 @@ def test_an_error_in_a_worker_during_a_split_step_names_its_env_and_a_reset_reco
             result, expected = envs.step(actions), reference.step(actions)
             for what, a, b in zip(("obs", "reward", "terminated", "truncated"), result[:4], expected[:4]):
                 np.testing.assert_array_equal(a, b, err_msg=f"step {t} {what}")
+
+
+class Scribble(Walk):
+    """Walk that writes into the actions it is given (which it must not)."""
+
+    def step(self, ids, actions, out):
+        actions[:] = 1
+        super().step(ids, actions, out)
+
+
+@pytest.mark.parametrize("n", [8, N])  # actions written into the buffers first, and read in place
+def test_a_batch_native_env_gets_its_actions_read_only_and_the_callers_batch_is_never_changed(n):
+    for options in ({"backend": "serial"}, {"num_workers": 2, "inline": True, "context": "fork"}):
+        with shoal.make(Scribble, n, **options) as envs:
+            envs.reset(seed=0)
+            actions = np.zeros(n, np.int64)
+            with pytest.raises(EnvError, match=r"batch-native env Scribble \(envs 0\.\..*read-only"):
+                envs.step(actions)
+            assert not actions.any()
+
+
+class InPlaceClip(gym.Env):
+    """A per-instance env that clips its action in place (which Gymnasium envs may do)."""
+
+    observation_space = spaces.Box(-1, 1, (1,), np.float32)
+    action_space = spaces.Box(-1, 1, (8,), np.float32)
+
+    def reset(self, *, seed=None, options=None):
+        return np.zeros(1, np.float32), {}
+
+    def step(self, action):
+        np.clip(action, 0, 0.5, out=action)
+        return np.array([action.sum()], np.float32), 0.0, False, False, {}
+
+
+def test_per_instance_envs_read_their_actions_from_the_buffers_and_may_write_them():
+    """In-place actions are for engines that hand them on read-only (batch-native); a Gymnasium env still gets
+    its row of the buffers, so one that clips its action in place works and leaves the caller's batch alone."""
+    n = 2048  # 64 KiB of float32 actions
+    with shoal.make(InPlaceClip, n, backend="serial") as envs:
+        envs.reset(seed=0)
+        actions = np.full((n, 8), 0.75, np.float32)
+        obs = envs.step(actions)[0]
+        np.testing.assert_array_equal(obs[:, 0], np.full(n, 4.0, np.float32))  # 8 x 0.5
+        assert (actions == 0.75).all()

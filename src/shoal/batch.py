@@ -33,8 +33,8 @@ A complete env (a coin to guess; ``shoal.make(Coin, 4096)`` steps 4096 of them):
             out.obs[:] = 0
 
 ``ids`` index this object's instances (``0 .. num_envs - 1``; a read-only array, the same one again on later
-calls for the same instances); row ``j`` of ``actions`` and of every array of ``out`` belongs to instance
-``ids[j]``. Spaces must have a fixed size (Box, Discrete, MultiDiscrete, MultiBinary and
+calls for the same instances); row ``j`` of ``actions`` (read-only too: it may be the caller's own batch) and of
+every array of ``out`` belongs to instance ``ids[j]``. Spaces must have a fixed size (Box, Discrete, MultiDiscrete, MultiBinary and
 Dict/Tuple of them): a structured observation arrives in ``out.obs`` as Gymnasium's batched shape (a dict of arrays
 for a Dict), and so do structured actions.
 
@@ -223,6 +223,11 @@ class BatchEngineFactory:
     kwargs: dict[str, Any] = field(default_factory=dict)
     rows: Any = None  # a multi-agent env's AgentRows (shoal.multiagent.rows): MultiAgentVectorEnv reads them
 
+    actions_in_place: ClassVar[bool] = True
+    """Its engines hand the env its actions read-only, so a large synchronous step may give the engines in the
+    calling process rows of the caller's own batch instead of writing them into the buffers first
+    (:meth:`shoal.vector.base.VectorEnv.send`)."""
+
     def __call__(self, env_ids: range, buffers: Buffers, autoreset_mode: AutoresetMode) -> BatchEngine:
         return BatchEngine(self, env_ids, buffers, autoreset_mode)
 
@@ -341,7 +346,11 @@ class BatchEngine(Engine):
         return self._call(ids, "reset", lambda local, out: self.env.reset(local, seeds, out))
 
     def _step_envs(self, ids: np.ndarray, actions: np.ndarray) -> list[dict]:
-        batch = self._action.read(actions) if self._action.structured else actions
+        if self._action.structured:
+            batch = self._action.read(actions)
+        else:  # read-only: it may be rows of the caller's own batch (BatchEngineFactory.actions_in_place)
+            batch = actions.view()
+            batch.flags.writeable = False
         return self._call(ids, "step", lambda local, out: self.env.step(local, batch, out))
 
     def call(self, ids: np.ndarray, name: str, args: tuple, kwargs: dict) -> list[Any]:

@@ -63,7 +63,8 @@ class Transport(ABC):
 
     own_rows: slice | None = None
     """The rows of the envs whose engines run in the calling process (serial: all; multiprocessing inline: group
-    0's), whose actions a synchronous step may hand those engines directly (:meth:`step`'s ``own_actions``)."""
+    0's), whose actions a synchronous step may hand those engines directly (:meth:`step`'s ``own_actions``; for
+    engines that never write into their actions: ``actions_in_place`` on the factory)."""
 
     def step(self, groups: Sequence[int], own_actions: np.ndarray | None = None) -> None:
         """Start one step of each of ``groups``, their actions being in the buffers: :meth:`dispatch` of

@@ -34,9 +34,9 @@ A complete env (a coin to guess; ``shoal.make(Coin, 4096)`` steps 4096 of them):
 
 ``ids`` index this object's instances (``0 .. num_envs - 1``; a read-only array, the same one again on later
 calls for the same instances); row ``j`` of ``actions`` (read-only too: it may be the caller's own batch) and of
-every array of ``out`` belongs to instance ``ids[j]``. Spaces must have a fixed size (Box, Discrete, MultiDiscrete, MultiBinary and
-Dict/Tuple of them): a structured observation arrives in ``out.obs`` as Gymnasium's batched shape (a dict of arrays
-for a Dict), and so do structured actions.
+every array of ``out`` belongs to instance ``ids[j]``. Spaces must have a fixed size (Box, Discrete, MultiDiscrete,
+MultiBinary and Dict/Tuple of them): a structured observation arrives in ``out.obs`` as Gymnasium's batched shape (a
+dict of arrays for a Dict), and so do structured actions.
 
 :func:`compare` checks a batch-native env against a single-instance Gymnasium env of the same game, step for step.
 """

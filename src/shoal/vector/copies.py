@@ -46,7 +46,8 @@ def _placed(src: np.ndarray) -> np.ndarray:
 
 SPLIT_FROM = 256 << 10
 """Results of at least this many bytes are copied out in two parts (:class:`SplitCopies`); below it, the second
-call per array costs more than the overlap gains."""
+call per array costs about what the overlap gains, or more (measured with the split forced, in turns against the
+default: CartPole x 8 on 2 processes 3-13% slower, Breakout x 2, 56 KiB of frames, within 2%)."""
 
 
 class SplitCopies:

@@ -548,8 +548,8 @@ def test_ctrl_c_right_after_the_workers_were_told_to_step(batch_size, monkeypatc
         _, info = envs.reset(seed=0)
         post = envs._transport.step
 
-        def post_then_interrupt(groups):
-            post(groups)
+        def post_then_interrupt(groups, own_actions=None):
+            post(groups, own_actions)
             raise KeyboardInterrupt
 
         monkeypatch.setattr(envs._transport, "step", post_then_interrupt)

@@ -483,10 +483,8 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
         try:
             if commands is not None:
                 self._transport.dispatch(commands)
-            elif own_actions is not None:
-                self._transport.step(self._held, own_actions)
             else:
-                self._transport.step(self._held)
+                self._transport.step(self._held, own_actions)
             self._sent, self._state = self._held, AsyncState.WAITING_STEP
         except BaseException as exc:
             if not isinstance(exc, Exception):  # an interrupt: some groups may be stepping (see _check_idle)

@@ -221,7 +221,8 @@ class RayTransport(Transport):
         for node, message, groups in requests:
             self._send(node, message, groups)
 
-    def step(self, groups: Sequence[int]) -> None:
+    def step(self, groups: Sequence[int], own_actions: np.ndarray | None = None) -> None:
+        # own_actions is always None: no engine runs in the calling process (own_rows is None)
         key = tuple(groups)
         plan = self._plans.get(key)
         if plan is None:  # per node: its groups among these (a few sets of groups recur)

@@ -36,16 +36,16 @@ class SerialTransport(Transport):
 
     def step(self, groups: Sequence[int], own_actions: np.ndarray | None = None) -> None:
         for group in groups:  # no Command per group: the hot path
-            engine, ids = self.engines[group], self.group_ids[group]
+            run, ids = self.engines[group].run_step, self.group_ids[group]
             if own_actions is None:
-                self._answers[group] = answer_of(engine.run_step, ids)
+                self._run(group, run, ids)
             else:
                 rows = self.groups[group]
-                self._answers[group] = answer_of(engine.run_step, ids, own_actions[rows.start : rows.stop])
+                self._run(group, run, ids, own_actions[rows.start : rows.stop])
 
-    def _run(self, group: int, run: Callable[[Any], Any], argument: Any) -> None:
-        """``run(argument)`` for ``group``; its answer (or error) waits for :meth:`gather`."""
-        self._answers[group] = answer_of(run, argument)
+    def _run(self, group: int, run: Callable[..., Any], *arguments: Any) -> None:
+        """``run(*arguments)`` for ``group``; its answer (or error) waits for :meth:`gather`."""
+        self._answers[group] = answer_of(run, *arguments)
 
     def owes(self) -> bool:
         return bool(self._answers)

@@ -314,25 +314,139 @@ def test_a_dead_peer_ends_the_wait():
     link.channel.close()
 
 
-def test_the_spin_backs_off_when_spinning_does_not_pay_and_probes_for_when_it_does():
-    """Halved after each spin that runs out, back to the full budget after one that ends in time; under 5 us no
-    spinning, except a full spin every 32nd wait (pinned to one CPU with its worker, a fixed 100 us spin took
-    CartPole x 8 from ~84 to ~370 us a batch: each side spun while the other could not run)."""
-    spin = Spin(100e-6)
-    budgets = []
-    for _ in range(5):
-        budgets.append(spin.next())
-        spin.ended(False)
-    assert budgets == pytest.approx([100e-6, 50e-6, 25e-6, 12.5e-6, 6.25e-6])
-    skipped = [spin.next() for _ in range(Spin.PROBE_EVERY - 1)]
-    assert skipped == [0.0] * (Spin.PROBE_EVERY - 1)
-    assert spin.next() == 100e-6  # the probe
+def test_the_spin_stops_when_spinning_does_not_pay_and_tries_again_after_short_waits():
+    """Two spins in a row that run out stop it (pinned to one CPU with its worker, a fixed 100 us spin took
+    CartPole x 8 from ~84 to ~370 us a batch: each side spun while the other could not run); a wait slept that
+    ended within the budget earns one trial spin, and each trial that runs out doubles the short waits the next one
+    needs, up to TRIAL_MOST; a spin that ends in time keeps it spinning. One spin that runs out does not stop it."""
+    most = 100e-6
+    spin = Spin(most)
+    assert spin.next() == most
     spin.ended(False)
-    assert spin.next() == 0.0  # it ran out: still backed off
-    for _ in range(Spin.PROBE_EVERY - 2):
-        spin.next()
-    assert spin.next() == 100e-6
-    spin.ended(True)  # it paid: spinning again
-    assert [spin.next() for _ in range(3)] == [100e-6] * 3
-    never = Spin(0.0)  # processes outnumber cores: nobody spins, probes included
+    assert spin.next() == most  # one spin that ran out: still spinning
+    spin.ended(True)
+    spin.ended(False)
+    assert spin.next() == most  # the count is of spins in a row
+    spin.ended(False)
+    assert spin.next() == 0.0  # two in a row: stopped
+    spin.slept(10 * most)  # a long wait (the caller's model): sleeping was right
+    assert spin.next() == 0.0
+    needed = []
+    for _ in range(9):  # trials that run out, each after as many short waits as it needs
+        short = 0
+        while spin.next() == 0.0:
+            spin.slept(most / 2)
+            short += 1
+            assert short <= Spin.TRIAL_MOST
+        needed.append(short)
+        spin.ended(False)
+    assert needed == [1, 2, 4, 8, 16, 32, 64, 128, 128]
+    assert spin.next() == 0.0
+    while spin.next() == 0.0:
+        spin.slept(most / 2)
+    spin.ended(True)  # the trial paid: spinning again, and one miss does not stop it
+    spin.ended(False)
+    assert [spin.next() for _ in range(3)] == [most] * 3
+    spin.ended(False)
+    spin.slept(most / 2)
+    assert spin.next() == most  # after a success, the first short wait earns a trial again
+    never = Spin(0.0)  # processes outnumber cores: nobody spins, trials included
+    for _ in range(100):
+        never.slept(0.0)
     assert [never.next() for _ in range(100)] == [0.0] * 100
+
+
+class _Told(Spin):
+    """A spin that records what the waits told it."""
+
+    __slots__ = ("told",)
+
+    def __init__(self, most: float) -> None:
+        super().__init__(most)
+        self.told: list[tuple[str, object]] = []
+
+    def ended(self, in_time: bool) -> None:
+        self.told.append(("ended", in_time))
+        super().ended(in_time)
+
+    def slept(self, seconds: float) -> None:
+        self.told.append(("slept", seconds))
+        super().slept(seconds)
+
+
+def test_a_wait_tells_its_spin_how_the_spin_went_or_how_long_a_sleep_took():
+    counters = Counters(mp.RawArray("b", Counters.nbytes(2)), 2)
+    parent_end, child_end = mp.Pipe()
+    channels = [Channel(parent_end)]
+
+    def bump():
+        counters.add(0, 1)
+        counters.wake(0)
+
+    def wait_for_bump(spin, delay):
+        seen = counters.load(0)
+        timer = threading.Timer(delay, bump)
+        timer.start()
+        start = time.monotonic()
+        assert wait(counters, 0, 1, lambda: int(counters.load(0) == seen), channels, spin, 10.0)
+        took = time.monotonic() - start
+        timer.join()
+        return took
+
+    spinning = _Told(5.0)  # a spin far longer than the wait: it ends in time, and nothing is said of sleeping
+    wait_for_bump(spinning, 0.02)
+    assert spinning.told == [("ended", True)]
+    stopped = _Told(1e-3)
+    stopped.ended(False)
+    stopped.ended(False)
+    stopped.told.clear()
+    took = wait_for_bump(stopped, 0.05)  # no spin: it sleeps, and says how long the whole wait took
+    assert [what for what, _ in stopped.told] == ["slept"]
+    assert 0.05 <= stopped.told[0][1] <= took
+    assert stopped.next() == 0.0  # 50 ms is no short wait for a 1 ms spin
+    missed = _Told(1e-3)  # spins, runs out, then sleeps: the spin's miss is what counts, not the sleep
+    wait_for_bump(missed, 0.05)
+    assert missed.told == [("ended", False)]
+    parent_end.close()
+    child_end.close()
+
+
+def _timed_worker(conn, memory, count, spin_s, cpu):
+    """Answers step commands until b"stop", then leaves the CPU time it used in ``cpu`` (seconds)."""
+    link = Link(Channel(conn), Counters(memory, count), 0, 1)
+    spin = Spin(spin_s)
+    start = time.process_time()
+    while True:
+        assert link.wait_command(spin, 30.0), "no command within 30 s"
+        if link.take_command() == b"stop":
+            cpu.value = time.process_time() - start
+            return
+        link.answer(b"")
+
+
+def test_a_worker_whose_caller_is_slow_between_steps_stops_spinning():
+    """While the calling process runs its model between steps (10 ms here), a waiting worker does not keep a core
+    spinning: over 50 such steps with a 2 ms spin it uses a fraction of the 100 ms that spinning every time would."""
+    count = counters_needed(1, 1)
+    memory = mp.RawArray("b", Counters.nbytes(count))
+    counters = Counters(memory, count)
+    cpu = mp.RawValue("d", -1.0)
+    parent_end, child_end = mp.Pipe()
+    worker = mp.get_context("fork").Process(target=_timed_worker, args=(child_end, memory, count, 2e-3, cpu))
+    worker.start()
+    link = Link(Channel(parent_end), counters, 0, 1)
+    try:
+        for _ in range(50):
+            link.post(0)
+            assert wait(counters, EVENTS, PARENT_ASLEEP, lambda: int(not link.available()), [link.channel],
+                        Spin(0.0), 10.0)
+            link.take_answer()
+            time.sleep(0.01)  # the model
+        link.post(ON_PIPE, b"stop")
+        worker.join(10)
+        assert worker.exitcode == 0
+    finally:
+        if worker.is_alive():
+            worker.kill()
+        link.channel.close()
+    assert 0.0 <= cpu.value < 0.04

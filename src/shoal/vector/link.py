@@ -24,9 +24,9 @@ wake-up is lost. A sleeper looks every :data:`PEER_CHECK_S` for a pipe closed by
 :class:`PeerClosed`.
 
 Spinning pays only while the other side runs on another CPU. When the scheduler puts the parent and a worker on one
-CPU, each spin burns its whole budget while the side it waits for cannot run (CartPole x 8 with one worker: 81-86 us
-a batch on two CPUs, 366-388 us pinned to one, with a fixed 100 us spin), so the budget adapts (:class:`Spin`:
-181-189 us pinned to one).
+CPU, each spin burns its whole budget while the side it waits for cannot run (CartPole x 8 with one worker, 3 runs:
+69-75 us a batch on two CPUs; pinned to one, 649-687 us with a fixed 300 us spin), so spinning stops when it does
+not pay and is tried again when waits turn short (:class:`Spin`: 84-118 us pinned to one).
 """
 
 from __future__ import annotations
@@ -52,32 +52,51 @@ def counters_needed(hosts: int, ring: int) -> int:
 
 
 class Spin:
-    """A waiter's spin budget: ``most`` seconds; halved after each spin the other side did not end in time (it did not
-    run, sharing this CPU, or its work took longer: either way sleeping costs no more), back to ``most`` after one it
-    did. Once the budget is under :attr:`LEAST_S`, a wait does not spin at all, except every :attr:`PROBE_EVERY`-th,
-    which spins ``most`` to find out whether spinning pays again. ``Spin(0)`` never spins."""
+    """A waiter's spin budget: spin ``most`` seconds, unless spinning has stopped paying.
 
-    LEAST_S = 5e-6
-    PROBE_EVERY = 32
-    __slots__ = ("most", "budget", "_skipped")
+    Spinning stops after :attr:`MISSES` spins in a row that ran out (the other side shares this CPU and cannot run
+    while this one spins, or its work is long: the caller's model, a slow env; either way sleeping costs no more). It
+    starts again when a wait that slept ended within ``most`` (:meth:`slept`: a spin might have caught it): one trial
+    spin, and if that runs out too, the next trial waits for twice as many short waits, up to :attr:`TRIAL_MOST`
+    (pinned to one CPU with its worker, a fixed 100 us spin took CartPole x 8 from ~84 to ~370 us a batch: each side
+    spun while the other could not run). A spin that ends in time keeps it spinning. ``Spin(0)`` never spins.
+
+    Why not halve the budget after each spin that runs out (the version before): a synchronous batch whose two
+    sides take turns being the slower one by a little more than the budget (Breakout x 2 on 2 processes: a fifth of
+    the worker's waits were over 100 us) then spends much of its time with no spin left, and each side pays a
+    wake-up whenever it was the faster one: 0.88x the best asynchronous configuration against 0.94x with a fixed
+    spin (16 interleaved rounds).
+    """
+
+    MISSES = 2
+    TRIAL_MOST = 128
+    __slots__ = ("most", "_misses", "_short", "_needed")
 
     def __init__(self, most: float) -> None:
-        self.most = self.budget = most
-        self._skipped = 0
+        self.most = most
+        self._misses = 0  # spins in a row that ran out
+        self._short = 0  # short waits slept since spinning stopped, or since the last trial
+        self._needed = 1  # short waits that earn the next trial
 
     def next(self) -> float:
         """How long the next wait spins."""
-        if self.budget >= self.LEAST_S:
-            return self.budget
-        self._skipped += 1
-        if self._skipped < self.PROBE_EVERY:
-            return 0.0
-        self._skipped = 0
-        return self.most
+        if self._misses < self.MISSES or self._short >= self._needed:
+            return self.most
+        return 0.0
 
     def ended(self, in_time: bool) -> None:
         """A spin ended: the other side moved the counter ``in_time``, or the spin ran out."""
-        self.budget = self.most if in_time else self.budget / 2
+        if in_time:
+            self._misses, self._short, self._needed = 0, 0, 1
+        elif self._misses < self.MISSES:
+            self._misses += 1
+        else:  # a trial ran out
+            self._short, self._needed = 0, min(2 * self._needed, self.TRIAL_MOST)
+
+    def slept(self, seconds: float) -> None:
+        """A wait that did not spin took ``seconds`` in all."""
+        if seconds < self.most:
+            self._short += 1
 
 
 class PeerClosed(EOFError):
@@ -219,30 +238,35 @@ def wait(
     poller: Poller | None = None,
 ) -> bool:
     """Wait until ``missing()`` is 0: how many more bumps of counter ``watched`` the caller waits for. Spin on it for
-    up to ``spin.next()`` (telling ``spin`` how that went), then sleep on it with counter ``asleep`` saying at which
+    up to ``spin.next()`` (telling ``spin`` how that went, or how long a wait that did not spin took), then sleep on it with counter ``asleep`` saying at which
     value to be woken, up to ``timeout`` seconds in all (None: forever). Whether nothing is missing.
 
     Raises :class:`PeerClosed` when the other end of one of the ``channels`` (``poller``: one built over them
     already) is found closed, which a sleeper looks for every :data:`PEER_CHECK_S`.
     """
-    now = time.monotonic()
+    start = now = time.monotonic()
     deadline = None if timeout is None else now + timeout
     check_at = now + PEER_CHECK_S
+    spun = slept = False
     while True:
         seen = counters.load(watched)  # before missing(): bumps it has not counted can only wake us early
         short = missing()
         if not short:
+            if slept and not spun:
+                spin.slept(time.monotonic() - start)
             return True
         spin_s = spin.next()
         if spin_s > 0:
+            spun = True
             in_time = counters.wait(watched, seen, spin_s) != seen
             spin.ended(in_time)
             if in_time:
                 continue
+        slept = True
         counters.store(asleep, seen + short)
         try:
             if not missing():
-                return True
+                continue
             now = time.monotonic()
             if now >= check_at:
                 _check_peers(channels, poller)

@@ -10,7 +10,11 @@
   until the caller's next ``send``.
 * Waiting is a bounded spin, then sleep: when there are no more processes than cores, a waiter spins on the
   counters for up to ``spin_us`` (a short wait then costs about 1 us instead of a sleep/wake-up round trip, 15-30
-  us on a small VM), then sleeps on the counter (a futex), so a long wait (a model running) costs nothing. With
+  us on a small VM), then sleeps on the counter (a futex); a waiter whose spins keep running out stops spinning
+  (:class:`~shoal.vector.link.Spin`), so a long wait (a model running) costs nothing. 300 us by default: Breakout
+  x 2 synchronous on 2 processes, whose sides take turns being the slower by up to a few hundred us, kept 0.87x
+  the best asynchronous configuration with it, 0.81x with 100 us (40 interleaved rounds); a spin of 1 ms did no
+  better and costs more where spinning does not pay (pinned to one CPU: trials of 1 ms). With
   more processes than cores nobody spins: a spinning waiter would take a core from the envs (PufferLib 3.0 runs
   slower with 2 workers than with 1 on 2 cores for that reason).
 * In synchronous mode the calling process hosts one group itself (``inline``): it signals the workers, steps its own
@@ -51,7 +55,7 @@ from shoal.vector.engine import Command
 from shoal.vector.transport import EngineFactory, Transport, answer_of, messages, pickled, raise_first, timed_out
 
 _CLOSE_GRACE_S = 2.0
-_DEFAULT_SPIN_US = 100.0
+_DEFAULT_SPIN_US = 300.0
 
 
 class MultiprocessingTransport(Transport):
@@ -61,7 +65,7 @@ class MultiprocessingTransport(Transport):
         context: ``"fork"``, ``"spawn"``, ``"forkserver"`` or None for the platform default.
         daemon: start workers as daemons (they cannot start processes of their own).
         inline: host group 0 in the calling process (it must be a host of its own).
-        spin_us: how long a waiter spins before it sleeps; default: 100 when processes <= cores, else 0.
+        spin_us: how long a waiter spins before it sleeps; default: 300 when processes <= cores, else 0.
     """
 
     def __init__(

@@ -238,8 +238,9 @@ def wait(
     poller: Poller | None = None,
 ) -> bool:
     """Wait until ``missing()`` is 0: how many more bumps of counter ``watched`` the caller waits for. Spin on it for
-    up to ``spin.next()`` (telling ``spin`` how that went, or how long a wait that did not spin took), then sleep on it with counter ``asleep`` saying at which
-    value to be woken, up to ``timeout`` seconds in all (None: forever). Whether nothing is missing.
+    up to ``spin.next()`` (telling ``spin`` how that went, or how long a wait that did not spin took), then sleep on
+    it with counter ``asleep`` saying at which value to be woken, up to ``timeout`` seconds in all (None: forever).
+    Whether nothing is missing.
 
     Raises :class:`PeerClosed` when the other end of one of the ``channels`` (``poller``: one built over them
     already) is found closed, which a sleeper looks for every :data:`PEER_CHECK_S`.

@@ -315,10 +315,11 @@ def test_a_dead_peer_ends_the_wait():
 
 
 def test_the_spin_stops_when_spinning_does_not_pay_and_tries_again_after_short_waits():
-    """Two spins in a row that run out stop it (pinned to one CPU with its worker, a fixed 100 us spin took
-    CartPole x 8 from ~84 to ~370 us a batch: each side spun while the other could not run); a wait slept that
+    """Two spins in a row that run out stop it (pinned to one CPU with its worker, a fixed 300 us spin took
+    CartPole x 8 from ~70 to ~670 us a batch: each side spun while the other could not run); a wait slept that
     ended within the budget earns one trial spin, and each trial that runs out doubles the short waits the next one
-    needs, up to TRIAL_MOST; a spin that ends in time keeps it spinning. One spin that runs out does not stop it."""
+    needs, up to TRIAL_MOST, and TRIAL_MOST waits without a spin earn one whatever their length; a spin that ends in
+    time keeps it spinning. One spin that runs out does not stop it."""
     most = 100e-6
     spin = Spin(most)
     assert spin.next() == most
@@ -350,6 +351,16 @@ def test_the_spin_stops_when_spinning_does_not_pay_and_tries_again_after_short_w
     spin.ended(False)
     spin.slept(most / 2)
     assert spin.next() == most  # after a success, the first short wait earns a trial again
+    slow_to_wake = Spin(most)  # no slept wait ever looks short: a trial all the same, every TRIAL_MOST waits
+    slow_to_wake.ended(False)
+    slow_to_wake.ended(False)
+    for _ in range(2):
+        unspun = 0
+        while slow_to_wake.next() == 0.0:
+            slow_to_wake.slept(10 * most)
+            unspun += 1
+        assert unspun == Spin.TRIAL_MOST
+        slow_to_wake.ended(False)
     never = Spin(0.0)  # processes outnumber cores: nobody spins, trials included
     for _ in range(100):
         never.slept(0.0)

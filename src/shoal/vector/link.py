@@ -26,7 +26,7 @@ wake-up is lost. A sleeper looks every :data:`PEER_CHECK_S` for a pipe closed by
 Spinning pays only while the other side runs on another CPU. When the scheduler puts the parent and a worker on one
 CPU, each spin burns its whole budget while the side it waits for cannot run (CartPole x 8 with one worker, 3 runs:
 69-75 us a batch on two CPUs; pinned to one, 649-687 us with a fixed 300 us spin), so spinning stops when it does
-not pay and is tried again when waits turn short (:class:`Spin`: 84-118 us pinned to one).
+not pay and is tried again when waits turn short (:class:`Spin`: 83-118 us pinned to one).
 """
 
 from __future__ import annotations
@@ -55,43 +55,47 @@ class Spin:
     """A waiter's spin budget: spin ``most`` seconds, unless spinning has stopped paying.
 
     Spinning stops after :attr:`MISSES` spins in a row that ran out (the other side shares this CPU and cannot run
-    while this one spins, or its work is long: the caller's model, a slow env; either way sleeping costs no more). It
-    starts again when a wait that slept ended within ``most`` (:meth:`slept`: a spin might have caught it): one trial
-    spin, and if that runs out too, the next trial waits for twice as many short waits, up to :attr:`TRIAL_MOST`
-    (pinned to one CPU with its worker, a fixed 100 us spin took CartPole x 8 from ~84 to ~370 us a batch: each side
-    spun while the other could not run). A spin that ends in time keeps it spinning. ``Spin(0)`` never spins.
+    while this one spins, or its work is long: the caller's model, a slow env; either way sleeping costs no more).
+    It is tried again (one trial spin) once a wait that slept ended within ``most`` (:meth:`slept`: a spin might
+    have caught it), and at the latest after :attr:`TRIAL_MOST` waits without a spin (a slept wait's length includes
+    the wake-up, so on a host slow to wake a sleeper, waits a spin would catch may never look short). Each trial that
+    runs out doubles the short waits the next one needs, up to :attr:`TRIAL_MOST` (pinned to one CPU with its
+    worker, a fixed 300 us spin took CartPole x 8 from ~70 to ~670 us a batch: each side spun while the other could
+    not run). A spin that ends in time keeps it spinning. ``Spin(0)`` never spins.
 
-    Why not halve the budget after each spin that runs out (the version before): a synchronous batch whose two
-    sides take turns being the slower one by a little more than the budget (Breakout x 2 on 2 processes: a fifth of
-    the worker's waits were over 100 us) then spends much of its time with no spin left, and each side pays a
-    wake-up whenever it was the faster one: 0.88x the best asynchronous configuration against 0.94x with a fixed
-    spin (16 interleaved rounds).
+    Why not halve the budget after each spin that runs out (the version before, from 100 us): the two sides of a
+    synchronous batch take turns being the slower one (Breakout x 2 on 2 processes: a fifth of the worker's waits
+    were over 100 us), so the budget kept running down to nothing, and the worker was asleep at 19-52% of the posts
+    (0.1-1.9% with this one at 300 us): 0.80-0.87x the best asynchronous configuration against 0.87-0.90x (four
+    runs of 40 interleaved rounds).
     """
 
     MISSES = 2
     TRIAL_MOST = 128
-    __slots__ = ("most", "_misses", "_short", "_needed")
+    __slots__ = ("most", "_misses", "_short", "_needed", "_unspun")
 
     def __init__(self, most: float) -> None:
         self.most = most
         self._misses = 0  # spins in a row that ran out
         self._short = 0  # short waits slept since spinning stopped, or since the last trial
         self._needed = 1  # short waits that earn the next trial
+        self._unspun = 0  # waits without a spin since spinning stopped, or since the last trial
 
     def next(self) -> float:
         """How long the next wait spins."""
-        if self._misses < self.MISSES or self._short >= self._needed:
+        if self._misses < self.MISSES or self._short >= self._needed or self._unspun >= self.TRIAL_MOST:
             return self.most
+        self._unspun += 1
         return 0.0
 
     def ended(self, in_time: bool) -> None:
         """A spin ended: the other side moved the counter ``in_time``, or the spin ran out."""
         if in_time:
-            self._misses, self._short, self._needed = 0, 0, 1
+            self._misses, self._short, self._needed, self._unspun = 0, 0, 1, 0
         elif self._misses < self.MISSES:
             self._misses += 1
         else:  # a trial ran out
-            self._short, self._needed = 0, min(2 * self._needed, self.TRIAL_MOST)
+            self._short, self._unspun, self._needed = 0, 0, min(2 * self._needed, self.TRIAL_MOST)
 
     def slept(self, seconds: float) -> None:
         """A wait that did not spin took ``seconds`` in all."""

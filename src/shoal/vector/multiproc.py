@@ -12,9 +12,9 @@
   counters for up to ``spin_us`` (a short wait then costs about 1 us instead of a sleep/wake-up round trip, 15-30
   us on a small VM), then sleeps on the counter (a futex); a waiter whose spins keep running out stops spinning
   (:class:`~shoal.vector.link.Spin`), so a long wait (a model running) costs nothing. 300 us by default: Breakout
-  x 2 synchronous on 2 processes, whose sides take turns being the slower by up to a few hundred us, kept 0.87x
-  the best asynchronous configuration with it, 0.81x with 100 us (40 interleaved rounds); a spin of 1 ms did no
-  better and costs more where spinning does not pay (pinned to one CPU: trials of 1 ms). With
+  x 2 synchronous on 2 processes, whose sides take turns being the slower by up to a few hundred us, kept
+  0.87-0.90x the best asynchronous configuration with it, 0.84-0.87x with 100 us (40 interleaved rounds per run);
+  1 ms gained a little more (0.88-0.92x) for three times the cost of each spin that runs out. With
   more processes than cores nobody spins: a spinning waiter would take a core from the envs (PufferLib 3.0 runs
   slower with 2 workers than with 1 on 2 cores for that reason).
 * In synchronous mode the calling process hosts one group itself (``inline``): it signals the workers, steps its own

@@ -282,13 +282,18 @@ def test_link_answers_every_command_in_order_without_lost_wake_ups(spin_s, monke
                     assert wait(counters, EVENTS, PARENT_ASLEEP, missing, [link.channel], spin, 5.0)
                     assert link.take_answer() == expected.pop(0)
         assert counters.load(PARENT_ASLEEP) == 0
-        link.post(ON_PIPE, b"stop")
-        worker.join(10)
-        assert worker.exitcode == 0
+        _stop(worker, link)
     finally:
         if worker.is_alive():
             worker.kill()
         link.channel.close()
+
+
+def _stop(worker, link):
+    """Tell an echo or timed worker to stop (b"stop" on the pipe); it must exit cleanly."""
+    link.post(ON_PIPE, b"stop")
+    worker.join(10)
+    assert worker.exitcode == 0
 
 
 def _exit_at_once(conn, memory, count):
@@ -453,9 +458,7 @@ def test_a_worker_whose_caller_is_slow_between_steps_stops_spinning():
                         Spin(0.0), 10.0)
             link.take_answer()
             time.sleep(0.01)  # the model
-        link.post(ON_PIPE, b"stop")
-        worker.join(10)
-        assert worker.exitcode == 0
+        _stop(worker, link)
     finally:
         if worker.is_alive():
             worker.kill()

@@ -1,0 +1,151 @@
+"""How a waiter's spin policy moves synchronous stepping, in one run (issue 20; ``shoal.vector.link.Spin``).
+
+    python benchmarks/bench_spin.py [--policies adaptive:300 halving:100 ...] [--envs 2] [--rounds 40] [--slice 0.5]
+    python benchmarks/bench_spin.py --pinned [--rounds 5]
+
+Builds Breakout x ``--envs`` synchronously on 2 processes once per policy, and shoal's best asynchronous
+configuration (16 envs, 2 workers, batches of 8), all in this process, then steps them in turns of ``--slice``
+seconds for ``--rounds`` rounds (an idle one waits asleep), and prints each policy's median ratio to the
+asynchronous configuration over the rounds. Policies: ``adaptive:US`` (shoal's, with a budget of US microseconds),
+``halving:US`` (the policy before 2026-11-26: the budget halved after each spin that ran out, one full spin every
+32nd wait once it is under 5 us) and ``fixed:US`` (never adapts). ``--pinned`` instead pins this process and its
+workers to one CPU and prints microseconds per batch of CartPole x 8 with one worker, where a spin cannot pay.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+import gymnasium as gym
+import numpy as np
+
+import shoal
+from shoal.bench.throughput import SETTINGS
+from shoal.vector import _worker, link, multiproc
+
+
+class Halving:
+    """The spin policy before 2026-11-26, for comparison."""
+
+    def __init__(self, most: float) -> None:
+        self.most = self.budget = most
+        self._skipped = 0
+
+    def next(self) -> float:
+        if self.budget >= 5e-6:
+            return self.budget
+        self._skipped += 1
+        if self._skipped < 32:
+            return 0.0
+        self._skipped = 0
+        return self.most
+
+    def ended(self, in_time: bool) -> None:
+        self.budget = self.most if in_time else self.budget / 2
+
+    def slept(self, seconds: float) -> None:
+        pass
+
+
+class Fixed(link.Spin):
+    """Spins its whole budget every wait."""
+
+    def next(self) -> float:
+        return self.most
+
+
+POLICIES = {"adaptive": link.Spin, "halving": Halving, "fixed": Fixed}
+
+
+def use(policy: str) -> None:
+    """Vector envs made from now on (their calling process and their workers) wait with ``policy``."""
+    kind, us = policy.split(":")
+    multiproc.Spin = _worker.Spin = POLICIES[kind]
+    multiproc._DEFAULT_SPIN_US = float(us)
+
+
+def stepper(envs):
+    """A function stepping ``envs`` (random actions) for some seconds, returning steps/s."""
+    rng = np.random.default_rng(0)
+    _, info = envs.reset(seed=0)
+    held = [info.get("env_id", np.arange(envs.num_envs))]
+    n = envs.single_action_space.n
+
+    def run(seconds: float) -> float:
+        steps, start = 0, time.perf_counter()
+        while time.perf_counter() - start < seconds:
+            ids = held[0]
+            _, _, _, _, info = envs.step(rng.integers(n, size=len(ids)))
+            held[0] = info.get("env_id", ids)
+            steps += len(ids)
+        return steps / (time.perf_counter() - start)
+
+    return run
+
+
+def breakout(policies: list[str], envs: int, rounds: int, seconds: float) -> None:
+    made = {}
+    use("adaptive:300")
+    made["async"] = shoal.AtariVectorEnv(game="breakout", num_envs=16, num_workers=2, batch_size=8, **SETTINGS)
+    for policy in policies:
+        use(policy)
+        made[policy] = shoal.AtariVectorEnv(game="breakout", num_envs=envs, **SETTINGS)
+    runs = {name: stepper(e) for name, e in made.items()}
+    for run in runs.values():
+        run(seconds)  # warm-up
+    rates = {name: [] for name in runs}
+    for _ in range(rounds):
+        for name, run in runs.items():
+            rates[name].append(run(seconds))
+    base = np.array(rates["async"])
+    print(f"Breakout x {envs} synchronous on 2 processes over Breakout x 16 asynchronous (batches of 8), "
+          f"median of {rounds} rounds (quartiles)")
+    for name in policies:
+        ratio = np.array(rates[name]) / base
+        q1, med, q3 = np.percentile(ratio, [25, 50, 75])
+        print(f"  {name:14s} {med:.3f}x  ({q1:.3f}-{q3:.3f})  {np.mean(rates[name]):8,.0f} steps/s")
+    for e in made.values():
+        e.close()
+
+
+def pinned(policies: list[str], rounds: int) -> None:
+    os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})  # the workers inherit it
+    per = {policy: [] for policy in policies}
+    for _ in range(rounds):
+        for policy in policies:
+            use(policy)
+            envs = shoal.make([lambda: gym.make("CartPole-v1")] * 8, num_workers=1)
+            envs.reset(seed=0)
+            actions = np.zeros(8, np.int64)
+            for _ in range(200):
+                envs.step(actions)
+            steps, start = 0, time.perf_counter()
+            while time.perf_counter() - start < 1.0:
+                envs.step(actions)
+                steps += 1
+            per[policy].append((time.perf_counter() - start) / steps * 1e6)
+            envs.close()
+    print(f"CartPole x 8, one worker, pinned to one CPU: us a batch ({rounds} runs)")
+    for policy, us in per.items():
+        print(f"  {policy:14s} median {np.median(us):6.0f}  all {np.round(us).astype(int).tolist()}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--policies", nargs="+", default=["halving:100", "adaptive:100", "adaptive:300",
+                                                          "adaptive:1000"])
+    parser.add_argument("--envs", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=40)
+    parser.add_argument("--slice", type=float, default=0.5, help="seconds per configuration per round")
+    parser.add_argument("--pinned", action="store_true")
+    args = parser.parse_args()
+    if args.pinned:
+        pinned(args.policies, args.rounds)
+    else:
+        breakout(args.policies, args.envs, args.rounds, args.slice)
+
+
+if __name__ == "__main__":
+    main()

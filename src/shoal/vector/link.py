@@ -66,8 +66,8 @@ class Spin:
     Why not halve the budget after each spin that runs out (the version before, from 100 us): the two sides of a
     synchronous batch take turns being the slower one (Breakout x 2 on 2 processes: a fifth of the worker's waits
     were over 100 us), so the budget kept running down to nothing, and the worker was asleep at 19-52% of the posts
-    (0.1-1.9% with this one at 300 us): 0.80-0.87x the best asynchronous configuration against 0.87-0.90x (four
-    runs of 40 interleaved rounds).
+    (0.1-1.9% with this one at 300 us): 0.73-0.87x the best asynchronous configuration against 0.87-0.90x (five
+    runs of 40 interleaved rounds, benchmarks/bench_spin.py).
     """
 
     MISSES = 2

@@ -13,7 +13,7 @@
   us on a small VM), then sleeps on the counter (a futex); a waiter whose spins keep running out stops spinning
   (:class:`~shoal.vector.link.Spin`), so a long wait (a model running) costs nothing. 300 us by default: Breakout
   x 2 synchronous on 2 processes, whose sides take turns being the slower by up to a few hundred us, kept
-  0.87-0.90x the best asynchronous configuration with it, 0.84-0.87x with 100 us (40 interleaved rounds per run);
+  0.87-0.90x the best asynchronous configuration with it, 0.78-0.87x with 100 us (benchmarks/bench_spin.py);
   1 ms gained a little more (0.88-0.92x) for three times the cost of each spin that runs out. With
   more processes than cores nobody spins: a spinning waiter would take a core from the envs (PufferLib 3.0 runs
   slower with 2 workers than with 1 on 2 cores for that reason).

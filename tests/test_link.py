@@ -422,7 +422,8 @@ def test_a_wait_tells_its_spin_how_the_spin_went_or_how_long_a_sleep_took():
     assert stopped.next() == 0.0  # 50 ms is no short wait for a 1 ms spin
     missed = _Told(1e-3)  # spins, runs out, then sleeps: the spin's miss is what counts, not the sleep
     wait_for_bump(missed, 0.05)
-    assert missed.told == [("ended", False)]
+    assert missed.told[0] == ("ended", False)  # (a sleep cut short by a signal may spin once more: another miss)
+    assert all(told == ("ended", False) for told in missed.told)
     parent_end.close()
     child_end.close()
 

@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import time
 
 import gymnasium as gym
 import numpy as np
 
 import shoal
-from shoal.bench.throughput import SETTINGS
+from shoal.bench.throughput import SETTINGS, time_in_turns, time_steps
 from shoal.vector import _worker, link, multiproc
 
 
@@ -67,22 +66,19 @@ def use(policy: str) -> None:
 
 
 def stepper(envs):
-    """A function stepping ``envs`` (random actions) for some seconds, returning steps/s."""
+    """One step of ``envs`` with random actions (the batch it last received), returning how many envs it stepped."""
     rng = np.random.default_rng(0)
     _, info = envs.reset(seed=0)
     held = [info.get("env_id", np.arange(envs.num_envs))]
     n = envs.single_action_space.n
 
-    def run(seconds: float) -> float:
-        steps, start = 0, time.perf_counter()
-        while time.perf_counter() - start < seconds:
-            ids = held[0]
-            _, _, _, _, info = envs.step(rng.integers(n, size=len(ids)))
-            held[0] = info.get("env_id", ids)
-            steps += len(ids)
-        return steps / (time.perf_counter() - start)
+    def step() -> int:
+        ids = held[0]
+        _, _, _, _, info = envs.step(rng.integers(n, size=len(ids)))
+        held[0] = info.get("env_id", ids)
+        return len(ids)
 
-    return run
+    return step
 
 
 def breakout(policies: list[str], envs: int, rounds: int, seconds: float) -> None:
@@ -92,13 +88,12 @@ def breakout(policies: list[str], envs: int, rounds: int, seconds: float) -> Non
     for policy in policies:
         use(policy)
         made[policy] = shoal.AtariVectorEnv(game="breakout", num_envs=envs, **SETTINGS)
-    runs = {name: stepper(e) for name, e in made.items()}
-    for run in runs.values():
-        run(seconds)  # warm-up
-    rates = {name: [] for name in runs}
-    for _ in range(rounds):
-        for name, run in runs.items():
-            rates[name].append(run(seconds))
+    steps = {name: stepper(e) for name, e in made.items()}
+    rates = {name: [] for name in steps}
+    for round_ in range(rounds):  # one turn each per round: a ratio per round
+        timed = time_in_turns(steps, seconds, 1, warmup=50 if round_ == 0 else 0)
+        for name, (rate, _, _) in timed.items():
+            rates[name].append(rate)
     base = np.array(rates["async"])
     print(f"Breakout x {envs} synchronous on 2 processes over Breakout x 16 asynchronous (batches of 8), "
           f"median of {rounds} rounds (quartiles)")
@@ -119,13 +114,8 @@ def pinned(policies: list[str], rounds: int) -> None:
             envs = shoal.make([lambda: gym.make("CartPole-v1")] * 8, num_workers=1)
             envs.reset(seed=0)
             actions = np.zeros(8, np.int64)
-            for _ in range(200):
-                envs.step(actions)
-            steps, start = 0, time.perf_counter()
-            while time.perf_counter() - start < 1.0:
-                envs.step(actions)
-                steps += 1
-            per[policy].append((time.perf_counter() - start) / steps * 1e6)
+            _, mean_ms, _ = time_steps(lambda: len(envs.step(actions)[1]), 1.0, warmup=200)
+            per[policy].append(mean_ms * 1e3)
             envs.close()
     print(f"CartPole x 8, one worker, pinned to one CPU: us a batch ({rounds} runs)")
     for policy, us in per.items():

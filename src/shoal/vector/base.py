@@ -193,9 +193,13 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
         own = self._transport.own_rows
         if not self.copy or self.is_async or not self._plain_obs or own is None or own.stop >= self.num_envs:
             return None
+        return own if sum(a.nbytes for a in self._results()) >= SPLIT_FROM else None
+
+    def _results(self) -> tuple[np.ndarray, ...]:
+        """The arrays a step's results are copied out of when they are split: observations (slot 0), rewards and
+        flags."""
         b = self._buffers
-        nbytes = sum(a.nbytes for a in (self._obs_slot0, b.rewards, b.terminations, b.truncations))
-        return own if nbytes >= SPLIT_FROM else None
+        return self._obs_slot0, b.rewards, b.terminations, b.truncations
 
     def _own_backend(self) -> None:
         """Tie the backend's life to this object: it is closed by :meth:`close`, or when this object is garbage
@@ -531,8 +535,7 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
             if not self.is_async:
                 self._split_copies = None
                 if split is not None and not self._buffers.slots_on[0]:  # observations in slot 0
-                    b = self._buffers
-                    self._split_copies = SplitCopies((self._obs_slot0, b.rewards, b.terminations, b.truncations), split)
+                    self._split_copies = SplitCopies(self._results(), split)
                 answers = self._transport.collect(self._sent, timeout)
             else:
                 answers = self._hand_out(timeout)

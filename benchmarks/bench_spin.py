@@ -1,15 +1,19 @@
 """How a waiter's spin policy moves synchronous stepping, in one run (issue 20; ``shoal.vector.link.Spin``).
 
-    python benchmarks/bench_spin.py [--policies adaptive:300 halving:100 ...] [--envs 2] [--rounds 40] [--slice 0.5]
+    python benchmarks/bench_spin.py [--policies adaptive:300 halving:100 adaptive:300:noinline ...] [--envs 2]
+                                    [--rounds 40] [--slice 0.5] [--workers W]
     python benchmarks/bench_spin.py --pinned [--rounds 5]
 
-Builds Breakout x ``--envs`` synchronously on 2 processes once per policy, and shoal's best asynchronous
-configuration (16 envs, 2 workers, batches of 8), all in this process, then steps them in turns of ``--slice``
-seconds for ``--rounds`` rounds (an idle one waits asleep), and prints each policy's median ratio to the
+Builds Breakout x ``--envs`` synchronously (on ``--workers`` processes, by default as many as shoal chooses) once
+per policy, and shoal's best asynchronous configuration (16 envs, 2 workers, batches of 8; with more than 16 envs,
+the same envs and workers, batches of a quarter of the envs), all in this process, then steps them in turns of
+``--slice`` seconds for ``--rounds`` rounds (an idle one waits asleep), and prints each policy's median ratio to the
 asynchronous configuration over the rounds. Policies: ``adaptive:US`` (shoal's, with a budget of US microseconds),
 ``halving:US`` (the policy before 2026-11-26: the budget halved after each spin that ran out, one full spin every
-32nd wait once it is under 5 us) and ``fixed:US`` (never adapts). ``--pinned`` instead pins this process and its
-workers to one CPU and prints microseconds per batch of CartPole x 8 with one worker, where a spin cannot pay.
+32nd wait once it is under 5 us) and ``fixed:US`` (never adapts); a third field ``:noinline`` builds that one with
+``inline=False`` (every group in a worker; by default the calling process steps one). ``--pinned`` instead pins
+this process and its workers to one CPU and prints microseconds per batch of CartPole x 8 with one worker, where a
+spin cannot pay.
 """
 
 from __future__ import annotations
@@ -58,11 +62,13 @@ class Fixed(link.Spin):
 POLICIES = {"adaptive": link.Spin, "halving": Halving, "fixed": Fixed}
 
 
-def use(policy: str) -> None:
-    """Vector envs made from now on (their calling process and their workers) wait with ``policy``."""
-    kind, us = policy.split(":")
+def use(policy: str) -> dict:
+    """Vector envs made from now on (their calling process and their workers) wait with ``policy``; the keyword
+    arguments it asks for."""
+    kind, us, *rest = policy.split(":")
     multiproc.Spin = _worker.Spin = POLICIES[kind]
     multiproc._DEFAULT_SPIN_US = float(us)
+    return {"inline": False} if rest == ["noinline"] else {}
 
 
 def stepper(envs):
@@ -81,13 +87,18 @@ def stepper(envs):
     return step
 
 
-def breakout(policies: list[str], envs: int, rounds: int, seconds: float) -> None:
+def breakout(policies: list[str], envs: int, rounds: int, seconds: float, workers: int | None) -> None:
     made = {}
     use("adaptive:300")
-    made["async"] = shoal.AtariVectorEnv(game="breakout", num_envs=16, num_workers=2, batch_size=8, **SETTINGS)
+    if envs > 16:
+        made["async"] = shoal.AtariVectorEnv(game="breakout", num_envs=envs, num_workers=workers,
+                                             batch_size=envs // 4, **SETTINGS)
+    else:
+        made["async"] = shoal.AtariVectorEnv(game="breakout", num_envs=16, num_workers=2, batch_size=8, **SETTINGS)
+    base_name = f"Breakout x {made['async'].num_envs} asynchronous (batches of {made['async'].batch_size})"
     for policy in policies:
-        use(policy)
-        made[policy] = shoal.AtariVectorEnv(game="breakout", num_envs=envs, **SETTINGS)
+        made[policy] = shoal.AtariVectorEnv(game="breakout", num_envs=envs, num_workers=workers, **SETTINGS,
+                                            **use(policy))
     steps = {name: stepper(e) for name, e in made.items()}
     rates = {name: [] for name in steps}
     for round_ in range(rounds):  # one turn each per round: a ratio per round
@@ -95,12 +106,12 @@ def breakout(policies: list[str], envs: int, rounds: int, seconds: float) -> Non
         for name, (rate, _, _) in timed.items():
             rates[name].append(rate)
     base = np.array(rates["async"])
-    print(f"Breakout x {envs} synchronous on 2 processes over Breakout x 16 asynchronous (batches of 8), "
-          f"median of {rounds} rounds (quartiles)")
+    print(f"Breakout x {envs} synchronous on {made[policies[0]].num_workers} workers over {base_name}, median of "
+          f"{rounds} rounds (quartiles)")
     for name in policies:
         ratio = np.array(rates[name]) / base
         q1, med, q3 = np.percentile(ratio, [25, 50, 75])
-        print(f"  {name:14s} {med:.3f}x  ({q1:.3f}-{q3:.3f})  {np.mean(rates[name]):8,.0f} steps/s")
+        print(f"  {name:23s} {med:.3f}x  ({q1:.3f}-{q3:.3f})  {np.mean(rates[name]):8,.0f} steps/s")
     for e in made.values():
         e.close()
 
@@ -129,12 +140,13 @@ def main() -> None:
     parser.add_argument("--envs", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=40)
     parser.add_argument("--slice", type=float, default=0.5, help="seconds per configuration per round")
+    parser.add_argument("--workers", type=int, help="default: as many as shoal chooses")
     parser.add_argument("--pinned", action="store_true")
     args = parser.parse_args()
     if args.pinned:
         pinned(args.policies, args.rounds)
     else:
-        breakout(args.policies, args.envs, args.rounds, args.slice)
+        breakout(args.policies, args.envs, args.rounds, args.slice, args.workers)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Synchronous batches on every core (issue 20, part 1): shoal against the bare limit and ale-py's pool, in one run.
 
     python benchmarks/bench_sync.py [--workers W] [--envs E] [--games breakout pong] [--seconds 3] [--warmup 2]
-                                    [--rounds 2] [--profile]
+                                    [--rounds 2] [--profile] [--quick]
 
 For each game, E envs (default 4 per worker) on W workers (default: every core), the benchmark settings (84x84 gray,
 stack 4, frameskip 4, max-pool, noop 30, sticky 0), random actions, configurations interleaved round by round, each
@@ -19,13 +19,15 @@ reset of a ROM whose starts are restored emulates the starts it saves):
 Then, for each synchronous configuration of shoal, batch by batch: the calling process's CPU time, the share of
 batches in which some env autoresets, their median duration against the others', and their share of the wall time;
 with ``--profile``, where the calling process's time goes (cProfile, default configuration). Last, the fixed cost of
-a synchronous batch on W workers (CartPole, one env per worker). Targets (16 cores, Breakout x 64): sync >= 0.75 of
-the bare limit and >= 1.7x ale-py's synchronous pool.
+a synchronous batch on W workers (CartPole, one env per worker). ``--quick``: only shoal's default and
+``inline=False`` synchronous configurations beside the peers, and no fixed cost. Targets (16 cores, Breakout x 64):
+sync >= 0.75 of the bare limit and >= 1.7x ale-py's synchronous pool.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
 import os
 import pstats
@@ -36,13 +38,14 @@ import numpy as np
 import shoal
 from bench_atari import bare_limit
 from shoal.bench.throughput import SETTINGS, interleaved, time_steps
+from shoal.vector import link
 
 SYNC = {"": {}, ", inline=False": {"inline": False}, ", copy=False": {"copy": False},
         ", reset_cache=False": {"reset_cache": False},
         ", reset_cache=False, inline=False": {"reset_cache": False, "inline": False}}
 
 
-def configs(game: str, envs: int, workers: int) -> dict:
+def configs(game: str, envs: int, workers: int, sync: dict) -> dict:
     from ale_py.vector_env import AtariVectorEnv as AleVectorEnv
 
     games, batch = [game] * envs, max(envs // 4, 1)
@@ -51,7 +54,7 @@ def configs(game: str, envs: int, workers: int) -> dict:
         return lambda: shoal.AtariVectorEnv(games=games, num_workers=workers, **SETTINGS, **kwargs)
 
     return {
-        **{f"shoal sync{name}": ours(**kwargs) for name, kwargs in SYNC.items()},
+        **{f"shoal sync{name}": ours(**kwargs) for name, kwargs in sync.items()},
         f"shoal async batch {batch}": ours(batch_size=batch),
         "ale-py sync": lambda: AleVectorEnv(game, envs, num_threads=workers, **SETTINGS),
         f"ale-py async batch {batch}": lambda: AleVectorEnv(game, envs, batch_size=batch, num_threads=workers,
@@ -89,20 +92,40 @@ def rate(venv, seconds: float, warmup: float) -> float:
         venv.close()
 
 
+@contextlib.contextmanager
+def posts_to_sleepers(counts: list[int]):
+    """Count, in ``counts``, the posts to workers (``counts[0]``) and those that found the worker asleep
+    (``counts[1]``: the post had to wake it, and the step waited for the wake-up)."""
+    original = link.Link.post_steps
+
+    def post_steps(self, groups):
+        counts[0] += 1
+        counts[1] += bool(self.counters.load(self._asleep))
+        original(self, groups)
+
+    link.Link.post_steps = post_steps
+    try:
+        yield
+    finally:
+        link.Link.post_steps = original
+
+
 def batches(game: str, envs: int, workers: int, seconds: float, warmup: float, **kwargs) -> dict[str, float]:
     """shoal's synchronous batches, one by one: the calling process's CPU time, which hold an autoreset, what those
-    cost."""
+    cost, and how often a worker was asleep when its step was posted."""
+    posts = [0, 0]
     with shoal.AtariVectorEnv(games=[game] * envs, num_workers=workers, **SETTINGS, **kwargs) as venv:
         step = Stepper(venv, warmup)
         ended = np.logical_or(*step.last[2:4])
         times, resets = [], []
         start, cpu = time.perf_counter(), time.process_time()
-        while time.perf_counter() - start < seconds:
-            t = time.perf_counter()
-            step()
-            times.append(time.perf_counter() - t)
-            resets.append(ended.any())  # next-step autoreset: the envs that ended last step reset in this one
-            ended = np.logical_or(*step.last[2:4])
+        with posts_to_sleepers(posts):
+            while time.perf_counter() - start < seconds:
+                t = time.perf_counter()
+                step()
+                times.append(time.perf_counter() - t)
+                resets.append(ended.any())  # next-step autoreset: the envs that ended last step reset in this one
+                ended = np.logical_or(*step.last[2:4])
         cpu = time.process_time() - cpu
     times, resets = np.array(times), np.array(resets)
     return {
@@ -112,6 +135,7 @@ def batches(game: str, envs: int, workers: int, seconds: float, warmup: float, *
         "their median ms": np.median(times[resets]) * 1e3 if resets.any() else float("nan"),
         "others' median ms": np.median(times[~resets]) * 1e3,
         "their share of the time": times[resets].sum() / times.sum(),
+        "posts to a sleeper": posts[1] / max(posts[0], 1),
     }
 
 
@@ -155,11 +179,13 @@ def main() -> None:
     parser.add_argument("--warmup", type=float, default=2.0, help="seconds of stepping before each measurement")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--profile", action="store_true", help="profile the calling process (default config)")
+    parser.add_argument("--quick", action="store_true", help="shoal: default and inline=False only; no fixed cost")
     args = parser.parse_args()
     workers, envs = args.workers, args.envs or 4 * args.workers
+    sync = {name: SYNC[name] for name in ("", ", inline=False")} if args.quick else SYNC
     for game in args.games:
         runs = {name: (lambda make=make: rate(make(), args.seconds, args.warmup))
-                for name, make in configs(game, envs, workers).items()}
+                for name, make in configs(game, envs, workers, sync).items()}
         runs["bare limit"] = lambda: bare_limit([game] * envs, args.seconds, processes=workers)
         rates = interleaved(runs, args.rounds)
         bare, ale_sync = rates["bare limit"], rates["ale-py sync"]
@@ -169,13 +195,14 @@ def main() -> None:
             print(f"  {name:46s} {r:9,.0f} {r / bare:7.2f} {r / ale_sync:12.2f}x")
         print("  targets (16 cores, Breakout x 64): shoal sync >= 0.75 of the bare limit, >= 1.7x ale-py sync")
         print("  shoal sync, batch by batch:")
-        for name, kwargs in SYNC.items():
+        for name, kwargs in sync.items():
             stats = batches(game, envs, workers, args.seconds, args.warmup, **kwargs)
             print(f"    {name[2:] or 'default':34s}" + ", ".join(f"{k} {v:.2f}" for k, v in stats.items()), flush=True)
         if args.profile:
             profile(game, envs, workers, args.seconds, args.warmup)
             profile(game, envs, workers, args.seconds, args.warmup, inline=False)
-    fixed_cost(workers, args.seconds, args.rounds)
+    if not args.quick:
+        fixed_cost(workers, args.seconds, args.rounds)
 
 
 if __name__ == "__main__":

@@ -50,19 +50,28 @@ def test_small_and_multidimensional_copies():
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.bool_])
-def test_split_copies_copy_the_first_rows_now_and_the_rest_when_finished(dtype):
+def test_split_copies_copy_each_part_when_told_and_the_parts_left_when_finished(dtype):
     rows = SPLIT_FROM // np.dtype(dtype).itemsize
+    cuts = [0, rows // 5, rows // 3, rows // 2, 3 * rows // 4, rows]
+    parts = [slice(a, b) for a, b in zip(cuts[:-1], cuts[1:])]
     block = np.random.default_rng(1).integers(0, 2, 2 * 4096 + rows * 8).astype(np.uint8)
     for offset in range(0, 4096, 512):
         srcs = (block[offset : offset + rows * np.dtype(dtype).itemsize].view(dtype),
-                block[offset : offset + 2 * rows].reshape(rows, 2))
-        split = SplitCopies(srcs, slice(0, rows // 3))
+                block[offset : offset + 2 * rows].reshape(rows, 2),
+                block[offset : offset + 64].view(dtype))  # small: copied whole when finished
+        split = SplitCopies(srcs, parts)
         before = [np.array(src, copy=True) for src in srcs]
+        split.copy(1)
+        split.copy(3)
         for src in srcs:
-            src[rows // 3 - 1 :] = 0  # after the split: the first part holds the rows as they were; the rest follows
+            src[:] = 1 - src  # after the copies of parts 1 and 3: they hold the rows as they were, the rest follows
+        split.copy(1)  # a part copied again is not copied again
         outs = split.finish()
         for out, src, was in zip(outs, srcs, before):
             assert out.shape == src.shape and out.dtype == src.dtype and out.flags.owndata
             assert page_delta(out, src) >= NEAR
-            np.testing.assert_array_equal(out[: rows // 3], was[: rows // 3])
-            np.testing.assert_array_equal(out[rows // 3 :], src[rows // 3 :])
+        for out, src, was in zip(outs[:2], srcs[:2], before[:2]):
+            for i, part in enumerate(parts):
+                expected = was if i in (1, 3) else src
+                np.testing.assert_array_equal(out[part], expected[part], err_msg=f"part {i}")
+        np.testing.assert_array_equal(outs[2], srcs[2])

@@ -1,7 +1,7 @@
 """A large synchronous step: the calling process's own envs read their actions from the checked batch where it is
-(not written into the buffers first), and the results of those envs are copied out while the workers still step
-theirs (shoal.vector.copies.SplitCopies). Both must be invisible: the same results as the paths without them,
-owned by the caller, and right after a wait cut short or an env's error."""
+(not written into the buffers first), and the results of each group are copied out as its answer comes, the calling
+process's while the workers still step theirs (shoal.vector.copies.SplitCopies). Both must be invisible: the same
+results as the paths without them, owned by the caller, and right after a wait cut short or an env's error."""
 
 import functools
 import os
@@ -14,6 +14,7 @@ from gymnasium import spaces
 
 import shoal
 from shoal.errors import EnvError, WaitTimeoutError
+from shoal.vector.copies import SplitCopies
 
 from fakes import Walk
 
@@ -21,8 +22,9 @@ N = 16384  # Walk's results: 18 bytes per env, ~288 KiB in all (above SPLIT_FROM
 
 
 def paths(env=Walk, n=N):
-    """The serial backend (its one engine reads the batch in place), multiprocessing with the calling process
-    stepping a share (in place, results copied in two parts) and without (every action written, plain copies)."""
+    """The serial backend (its one engine reads the batch in place, plain copies), multiprocessing with the calling
+    process stepping a share (in place, results copied group by group) and without (every action written, results
+    copied group by group)."""
     return {
         "serial": shoal.make(env, n, backend="serial"),
         "inline": shoal.make(env, n, num_workers=2, inline=True, context="fork"),
@@ -39,8 +41,10 @@ def test_a_large_synchronous_step_equals_the_paths_without_in_place_actions_and_
     built = paths()
     try:
         inline = built["inline"]
-        assert inline._split == slice(0, N // 2) and inline._own_rows == slice(0, N // 2)  # the paths under test
-        assert built["workers only"]._split is None and built["workers only"]._own_rows is None
+        halves = [slice(0, N // 2), slice(N // 2, N)]
+        assert inline._split == halves and inline._own_rows == halves[0]  # the paths under test
+        assert built["workers only"]._split == halves and built["workers only"]._own_rows is None
+        assert built["serial"]._split is None
         rng = np.random.default_rng(0)
         firsts = [envs.reset(seed=7)[0] for envs in built.values()]
         for obs in firsts[1:]:
@@ -136,6 +140,57 @@ def test_an_error_in_a_worker_during_a_split_step_names_its_env_and_a_reset_reco
             result, expected = envs.step(actions), reference.step(actions)
             for what, a, b in zip(("obs", "reward", "terminated", "truncated"), result[:4], expected[:4]):
                 np.testing.assert_array_equal(a, b, err_msg=f"step {t} {what}")
+
+
+class Late(gym.Env):
+    """An env with a 64 KiB observation (``value`` + steps taken + the last action, everywhere) whose steps take
+    ``delay`` seconds."""
+
+    observation_space = spaces.Box(0, 255, (1 << 16,), np.uint8)
+    action_space = spaces.Discrete(2)
+
+    def __init__(self, value, delay):
+        self.value, self.delay, self.t = value, delay, 0
+
+    def reset(self, *, seed=None, options=None):
+        self.t = 0
+        return np.full(1 << 16, self.value, np.uint8), {}
+
+    def step(self, action):
+        time.sleep(self.delay)
+        self.t += 1
+        return np.full(1 << 16, self.value + 10 * self.t + int(action), np.uint8), 0.0, False, False, {}
+
+
+def test_each_group_is_copied_out_as_its_answer_comes_and_a_wait_cut_short_loses_none(monkeypatch):
+    """The last group answers first, the first last: the copies follow the answers (so that the first groups' rows
+    are copied while the last ones still step), and the results are each env's, also after a wait cut short."""
+    copied = []
+    copy = SplitCopies.copy
+    monkeypatch.setattr(SplitCopies, "copy", lambda self, part: (copied.append(part), copy(self, part)))
+    delays = [0.45, 0.45, 0.3, 0.3, 0.15, 0.15, 0.0, 0.0]  # 2 envs a worker (groups 0.9, 0.6, 0.3, 0 s)
+    fns = [functools.partial(Late, i, d) for i, d in enumerate(delays)]
+    with shoal.make(fns, num_workers=4, inline=False, context="fork") as envs:
+        assert envs._split == [slice(0, 2), slice(2, 4), slice(4, 6), slice(6, 8)]
+        envs.reset(seed=0)
+        for t, timeout in enumerate([None, 0.45]):
+            copied.clear()
+            actions = np.array([0, 1] * 4)
+            if timeout is None:
+                obs = envs.step(actions)[0]
+            else:
+                envs.send(actions)
+                with pytest.raises(WaitTimeoutError):
+                    envs.recv(timeout=timeout)  # the last two groups have answered, the first two have not
+                assert copied == [3, 2]
+                obs = envs.recv()[0]
+            if timeout is not None:  # a new step's copies: the answers read before first (in any order), then
+                assert sorted(copied[2:4]) == [2, 3]  # the others as they come
+                del copied[2:4]
+            assert copied == [3, 2, 1, 0]
+            expected = [np.full(1 << 16, i + 10 * (t + 1) + i % 2, np.uint8) for i in range(8)]
+            np.testing.assert_array_equal(obs, np.stack(expected), err_msg=f"step {t}")
+            assert obs.flags.owndata
 
 
 class Scribble(Walk):

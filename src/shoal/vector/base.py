@@ -187,13 +187,16 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
         self._own_backend()
         self.closed = False
 
-    def _split_rows(self) -> slice | None:
-        """The rows whose results a synchronous step copies out while workers step the others (:class:`SplitCopies`),
-        where that pays: results of one plain array of observations, at least :data:`SPLIT_FROM` bytes in all."""
-        own = self._transport.own_rows
-        if not self.copy or self.is_async or not self._plain_obs or own is None or own.stop >= self.num_envs:
+    def _split_rows(self) -> list[slice] | None:
+        """The groups' rows, whose results a synchronous step copies out group by group as their answers come
+        (:class:`SplitCopies`), where that pays: several groups, on a backend that reports answers as they come,
+        results of one plain array of observations, at least :data:`SPLIT_FROM` bytes in all."""
+        if (not self.copy or self.is_async or not self._plain_obs or not self._transport.reports_arrivals
+                or len(self.groups) < 2):
             return None
-        return own if sum(a.nbytes for a in self._results()) >= SPLIT_FROM else None
+        if sum(a.nbytes for a in self._results()) < SPLIT_FROM:
+            return None
+        return [slice(g.start, g.stop) for g in self.groups]
 
     def _results(self) -> tuple[np.ndarray, ...]:
         """The arrays a step's results are copied out of when they are split: observations (slot 0), rewards and
@@ -519,13 +522,13 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
         )
 
     def _receive(
-        self, timeout: float | None = None, split: slice | None = None
+        self, timeout: float | None = None, split: list[slice] | None = None
     ) -> tuple[list[tuple[int, Any]], np.ndarray | None, Any]:
         """Wait for a sent step: the answers, the env ids of the batch (None: all, in order) and its buffer rows.
 
         The results stay in the shared buffers (rows ``rows``) until the next :meth:`send`. A timeout or an
-        interrupt leaves the step pending (nothing read is lost); any other error ends it. ``split``: the rows
-        stepped in this process, whose observations, rewards and flags are copied out before the wait
+        interrupt leaves the step pending (nothing read is lost); any other error ends it. ``split``: the groups'
+        rows, whose observations, rewards and flags are copied out group by group as the answers come
         (:attr:`_split_copies`; synchronous steps only).
         """
         self._check_waiting(AsyncState.WAITING_STEP, "recv")
@@ -536,7 +539,8 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
                 self._split_copies = None
                 if split is not None and not self._buffers.slots_on[0]:  # observations in slot 0
                     self._split_copies = SplitCopies(self._results(), split)
-                answers = self._transport.collect(self._sent, timeout)
+                copy = None if self._split_copies is None else self._split_copies.copy
+                answers = self._transport.collect(self._sent, timeout, arrived=copy)
             else:
                 answers = self._hand_out(timeout)
         except BaseException as exc:

@@ -29,7 +29,7 @@ import multiprocessing as mp
 import os
 import time
 from collections import deque
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 from gymnasium.vector import AutoresetMode
@@ -67,6 +67,8 @@ class MultiprocessingTransport(Transport):
         inline: host group 0 in the calling process (it must be a host of its own).
         spin_us: how long a waiter spins before it sleeps; default: 300 when processes <= cores, else 0.
     """
+
+    reports_arrivals = True
 
     def __init__(
         self,
@@ -110,6 +112,7 @@ class MultiprocessingTransport(Transport):
         self._queued: dict[int, deque[int]] = {}  # host -> its groups sent a command, in the order sent
         self._answers: dict[int, tuple[bool, Any]] = {}  # group -> answer read, not yet collected (in arrival order)
         self._waits: dict[tuple[int, ...], tuple[list[Link], list[Channel], Poller]] = {}  # see _wait()
+        self._hosts_waited: dict[tuple[int, ...], tuple[int, ...]] = {}  # see _gather_as_they_come()
         self._next_check = 0.0  # when _wait looks for dead hosts next
         self._plans: dict[tuple[int, ...], list[tuple[int, list[int], list[int]]]] = {}  # see step()
         factory_bytes = pickled(factory, "the env constructors (to start the worker processes)")
@@ -195,9 +198,15 @@ class MultiprocessingTransport(Transport):
         self._answers.clear()
 
     def gather(
-        self, groups: Sequence[int], timeout: float | None = None, keep: bool = False
+        self,
+        groups: Sequence[int],
+        timeout: float | None = None,
+        keep: bool = False,
+        arrived: Callable[[int], None] | None = None,
     ) -> list[tuple[int, tuple[bool, Any]]]:
         deadline = None if timeout is None else time.monotonic() + timeout
+        if arrived is not None:
+            self._gather_as_they_come(groups, deadline, timeout, arrived)
         for group in groups:
             while group not in self._answers:
                 host = self.host_of[group]
@@ -207,6 +216,40 @@ class MultiprocessingTransport(Transport):
                     raise timed_out(timeout)
                 self._read(host)
         return self._stored(groups, keep)
+
+    def _gather_as_they_come(
+        self, groups: Sequence[int], deadline: float | None, timeout: float | None, arrived: Callable[[int], None]
+    ) -> None:
+        """Read the answers of ``groups`` as they come, whichever host answers first, calling ``arrived`` with each
+        group as its answer is read (those read before, and the calling process's own, first)."""
+        answers = self._answers
+        for group in groups:
+            if group not in answers and group not in self._queued.get(self.host_of[group], ()):
+                raise RuntimeError(f"gather: group {group} was sent no command to answer")
+        hosts = self._hosts_waited.get(tuple(groups))
+        if hosts is None:
+            if len(self._hosts_waited) > 256:
+                self._hosts_waited.clear()
+            own = self._inline and 0 in groups
+            hosts = self._hosts_waited[tuple(groups)] = tuple(sorted(
+                {self.host_of[g] for g in groups if not (own and g == 0)}))
+        left = list(groups)
+        while True:
+            waiting = []
+            for group in left:
+                if group in answers:
+                    arrived(group)
+                else:
+                    waiting.append(group)
+            if not waiting:
+                return
+            left = waiting
+            if not self._wait(hosts, 1, deadline):
+                raise timed_out(timeout)
+            for host in hosts:
+                queue = self._queued[host]
+                for _ in range(min(len(queue), self._links[host].available())):
+                    self._read(host)
 
     def gather_any(self, count: int, timeout: float | None = None) -> list[tuple[int, tuple[bool, Any]]]:
         deadline = None if timeout is None else time.monotonic() + timeout

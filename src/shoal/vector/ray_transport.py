@@ -28,7 +28,7 @@ import socket
 import time
 from contextlib import contextmanager
 from multiprocessing.connection import Connection, answer_challenge, deliver_challenge, wait
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 from gymnasium.vector import AutoresetMode
@@ -284,7 +284,11 @@ class RayTransport(Transport):
         self._answers.clear()
 
     def gather(
-        self, groups: Sequence[int], timeout: float | None = None, keep: bool = False
+        self,
+        groups: Sequence[int],
+        timeout: float | None = None,
+        keep: bool = False,
+        arrived: Callable[[int], None] | None = None,
     ) -> list[tuple[int, tuple[bool, Any]]]:
         deadline = None if timeout is None else time.monotonic() + timeout
         for group in groups:

@@ -54,7 +54,11 @@ class SerialTransport(Transport):
         self._answers.clear()
 
     def gather(
-        self, groups: Sequence[int], timeout: float | None = None, keep: bool = False
+        self,
+        groups: Sequence[int],
+        timeout: float | None = None,
+        keep: bool = False,
+        arrived: Callable[[int], None] | None = None,
     ) -> list[tuple[int, tuple[bool, Any]]]:
         return self._stored(groups, keep)
 

@@ -76,17 +76,26 @@ class Transport(ABC):
             raise NotImplementedError(f"{type(self).__name__} steps no engine in the calling process")
         self.dispatch({g: Command(Op.STEP, self.group_ids[g]) for g in groups})
 
+    reports_arrivals = False
+    """Whether :meth:`gather` calls its ``arrived`` with each group whose answer came while it waits for others."""
+
     def collect(
-        self, groups: Sequence[int], timeout: float | None = None, keep: bool = False
+        self,
+        groups: Sequence[int],
+        timeout: float | None = None,
+        keep: bool = False,
+        arrived: Callable[[int], None] | None = None,
     ) -> list[tuple[int, Any]]:
         """Wait for the dispatched command of each of ``groups``; ``(group, result)`` in the order given.
 
         Raises the first error a group reported (an :class:`~shoal.errors.EnvError` naming the env), after every
         group asked for has answered, so the backend stays in step. Past ``timeout`` seconds (None: no limit),
         raises :class:`~shoal.errors.WaitTimeoutError` and keeps what it read, so a later call can finish.
-        ``keep``: the answers stay stored until :meth:`release`, as :meth:`collect_any`'s do.
+        ``keep``: the answers stay stored until :meth:`release`, as :meth:`collect_any`'s do. ``arrived``: called
+        with each group as its answer comes (its results are in the buffers), in the order they come, where the
+        backend :attr:`reports_arrivals` (else never): the caller can use those results while others still step.
         """
-        return raise_first(self.gather(groups, timeout, keep))
+        return raise_first(self.gather(groups, timeout, keep, arrived))
 
     def collect_any(self, count: int, timeout: float | None = None) -> list[tuple[int, Any]]:
         """Wait until ``count`` of the groups in flight have answered; ``(group, result)`` in the order they did.
@@ -121,7 +130,11 @@ class Transport(ABC):
 
     @abstractmethod
     def gather(
-        self, groups: Sequence[int], timeout: float | None = None, keep: bool = False
+        self,
+        groups: Sequence[int],
+        timeout: float | None = None,
+        keep: bool = False,
+        arrived: Callable[[int], None] | None = None,
     ) -> list[tuple[int, tuple[bool, Any]]]:
         """:meth:`collect` without raising: each group's answer as ``(ok, value)`` (``value``: the error if not ok)."""
 

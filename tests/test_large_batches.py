@@ -163,8 +163,8 @@ class Late(gym.Env):
 
 
 def test_each_group_is_copied_out_as_its_answer_comes_and_a_wait_cut_short_loses_none(monkeypatch):
-    """The last group answers first, the first last: the copies follow the answers (so that the first groups' rows
-    are copied while the last ones still step), and the results are each env's, also after a wait cut short."""
+    """The last group answers first, the first last: the copies follow the answers (each group's rows are copied
+    while slower ones still step), and the results are each env's, also after a wait cut short."""
     copied = []
     copy = SplitCopies.copy
     monkeypatch.setattr(SplitCopies, "copy", lambda self, part: (copied.append(part), copy(self, part)))
@@ -184,8 +184,8 @@ def test_each_group_is_copied_out_as_its_answer_comes_and_a_wait_cut_short_loses
                     envs.recv(timeout=timeout)  # the last two groups have answered, the first two have not
                 assert copied == [3, 2]
                 obs = envs.recv()[0]
-            if timeout is not None:  # a new step's copies: the answers read before first (in any order), then
-                assert sorted(copied[2:4]) == [2, 3]  # the others as they come
+            if timeout is not None:  # the resumed wait copies anew: the answers read before first (in any order),
+                assert sorted(copied[2:4]) == [2, 3]  # then the others as they come
                 del copied[2:4]
             assert copied == [3, 2, 1, 0]
             expected = [np.full(1 << 16, i + 10 * (t + 1) + i % 2, np.uint8) for i in range(8)]

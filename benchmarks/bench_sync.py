@@ -17,7 +17,8 @@ reset of a ROM whose starts are restored emulates the starts it saves):
 * ale-py's C++ ``AtariVectorEnv`` with W threads, synchronous and with batches of E/4.
 
 Then, for each synchronous configuration of shoal, batch by batch: the calling process's CPU time, the share of
-batches in which some env autoresets, their median duration against the others', and their share of the wall time;
+batches in which some env autoresets, their median duration against the others', their share of the wall time, and
+the share of posts that found the worker asleep (each such post pays a wake-up: ``wake_latency.py``);
 with ``--profile``, where the calling process's time goes (cProfile, default configuration). Last, the fixed cost of
 a synchronous batch on W workers (CartPole, one env per worker). ``--quick``: only shoal's default and
 ``inline=False`` synchronous configurations beside the peers, and no fixed cost. Targets (16 cores, Breakout x 64):

@@ -73,27 +73,19 @@ class SplitCopies:
     def copy(self, part: int) -> None:
         """Copy the rows of part ``part`` (again: nothing)."""
         if self._left[part]:
-            self._left[part] = False
-            rows = self.parts[part]
-            for dst, src in self._large:
-                dst[rows] = src[rows]
+            self._copy_rows(part)
 
     def finish(self) -> tuple[np.ndarray, ...]:
-        """The copies, whole: the parts left copied now, consecutive ones at once."""
-        left, parts = self._left, self.parts
-        i = 0
-        while i < len(parts):
-            if not left[i]:
-                i += 1
-                continue
-            j = i
-            while j + 1 < len(parts) and left[j + 1]:
-                j += 1
-            rows = slice(parts[i].start, parts[j].stop)
-            for dst, src in self._large:
-                dst[rows] = src[rows]
-            i = j + 1
-        self._left = [False] * len(parts)
+        """The copies, whole: the parts left copied now (where answers are reported as they come, none is)."""
+        for part, left in enumerate(self._left):
+            if left:
+                self._copy_rows(part)
         for dst, src in self._small:
             dst[...] = src
         return self.dsts
+
+    def _copy_rows(self, part: int) -> None:
+        self._left[part] = False
+        rows = self.parts[part]
+        for dst, src in self._large:
+            dst[rows] = src[rows]

@@ -246,10 +246,7 @@ class MultiprocessingTransport(Transport):
             left = waiting
             if not self._wait(hosts, 1, deadline):
                 raise timed_out(timeout)
-            for host in hosts:
-                queue = self._queued[host]
-                for _ in range(min(len(queue), self._links[host].available())):
-                    self._read(host)
+            self._read_available()
 
     def gather_any(self, count: int, timeout: float | None = None) -> list[tuple[int, tuple[bool, Any]]]:
         deadline = None if timeout is None else time.monotonic() + timeout

@@ -25,6 +25,7 @@ import gymnasium as gym
 import numpy as np
 
 import shoal
+from bench_sync import Stepper
 from shoal.bench.throughput import SETTINGS, time_in_turns, time_steps
 from shoal.vector import _worker, link, multiproc
 
@@ -71,22 +72,6 @@ def use(policy: str) -> dict:
     return {"inline": False} if rest == ["noinline"] else {}
 
 
-def stepper(envs):
-    """One step of ``envs`` with random actions (the batch it last received), returning how many envs it stepped."""
-    rng = np.random.default_rng(0)
-    _, info = envs.reset(seed=0)
-    held = [info.get("env_id", np.arange(envs.num_envs))]
-    n = envs.single_action_space.n
-
-    def step() -> int:
-        ids = held[0]
-        _, _, _, _, info = envs.step(rng.integers(n, size=len(ids)))
-        held[0] = info.get("env_id", ids)
-        return len(ids)
-
-    return step
-
-
 def breakout(policies: list[str], envs: int, rounds: int, seconds: float, workers: int | None) -> None:
     made = {}
     use("adaptive:300")
@@ -99,7 +84,7 @@ def breakout(policies: list[str], envs: int, rounds: int, seconds: float, worker
     for policy in policies:
         made[policy] = shoal.AtariVectorEnv(game="breakout", num_envs=envs, num_workers=workers, **SETTINGS,
                                             **use(policy))
-    steps = {name: stepper(e) for name, e in made.items()}
+    steps = {name: Stepper(e, warmup=0.0) for name, e in made.items()}
     rates = {name: [] for name in steps}
     for round_ in range(rounds):  # one turn each per round: a ratio per round
         timed = time_in_turns(steps, seconds, 1, warmup=50 if round_ == 0 else 0)

@@ -62,11 +62,14 @@ class AtariState:
 
 class SavedStart(NamedTuple):
     """An episode start kept by ``reset_cache``: the emulator after it (without its random generator), how many
-    frames emulating it took, and the screen it showed."""
+    frames emulating it took, the screen it showed and the lives it had. (A restored state does not bring back
+    everything ALE keeps: not the screen, nor some ROMs' lives counter, which in Atlantis 2 reports the game before's
+    lives until the next frame.)"""
 
     state: Any
     frames: int
     screen: np.ndarray
+    lives: int
 
 
 @dataclass(frozen=True)
@@ -218,7 +221,7 @@ class AtariEngine(Engine):
             saved = self._starts[(*rom, noops)]
         ale.restoreState(saved.state)
         self._frame_offset[local] = before + saved.frames - ale.getFrameNumber()
-        self._begin(local, saved.screen)  # a restored state does not bring back the screen it showed
+        self._begin(local, saved.screen, saved.lives)  # what a restored state does not bring back (SavedStart)
 
     def _record_starts(self, local: int, rom: tuple) -> None:
         """Emulate, on env ``local``'s emulator, every episode start of ``rom`` (one per no-op count) as
@@ -244,7 +247,7 @@ class AtariEngine(Engine):
                     ale.reset_game()
             self._readers[local](screen)
             self._starts[(*rom, count)] = SavedStart(
-                ale.cloneState(include_rng=False), ale.getFrameNumber() - powered, screen.copy()
+                ale.cloneState(include_rng=False), ale.getFrameNumber() - powered, screen.copy(), ale.lives()
             )
             if fire:
                 ale.restoreState(after_noops)
@@ -276,10 +279,10 @@ class AtariEngine(Engine):
         self._begin(local)
         return restarted
 
-    def _begin(self, local: int, screen: np.ndarray | None = None) -> None:
+    def _begin(self, local: int, screen: np.ndarray | None = None, lives: int | None = None) -> None:
         """The bookkeeping of an episode that starts now: lives, flags, infos and its first screen (read from the
-        emulator, or ``screen``)."""
-        self._lives[local] = self.ales[local].lives()
+        emulator, or ``screen`` and ``lives``)."""
+        self._lives[local] = self.ales[local].lives() if lives is None else lives
         self._game_over[local] = False
         self._game_over_out[self.env_ids.start + local] = False
         if screen is None:

@@ -59,6 +59,20 @@ def _as_stored(space, value):
     return np.asarray(value, dtype=space.dtype)[()]
 
 
+def test_reading_records_of_a_space_with_loose_leaves_needs_their_values():
+    space = spaces.Dict({"x": spaces.Box(0, 1, (2,), np.float32), "t": spaces.Text(5)})
+    layout = Layout(space)
+    batch = layout.empty(3)
+    layout.write(batch, slice(None), {"x": np.full((3, 2), 0.5, np.float32), "t": ("a", "b", "c")})
+    read = layout.read(batch, loose=[("a", "b", "c")])
+    assert read["t"] == ("a", "b", "c") and np.array_equal(read["x"], np.full((3, 2), 0.5, np.float32))
+    assert layout.item(batch, 1, ("b",))["t"] == "b"
+    with pytest.raises(ConfigError, match=r"1 loose leaves \(at \[\['t'\]\]\).*pass their values as loose=.*got none"):
+        layout.read(batch)
+    with pytest.raises(ConfigError, match=r"has 1 loose leaves .*got 2"):
+        layout.item(batch, 0, ("a", "b"))
+
+
 def test_uniform_leaves_flatten_to_their_dtype():
     layout = Layout(spaces.Dict({"a": spaces.Box(0, 1, (2,), np.float32), "b": spaces.Box(0, 1, (3,), np.float32)}))
     assert (layout.flat_dtype, layout.flat_size) == (np.float32, 5)

@@ -257,6 +257,8 @@ class Layout:
         """
         if not self.structured:
             return batch.copy() if copy else batch
+        if self.loose and (loose is None or len(loose) != len(self.loose)):
+            self._loose_missing(loose)
         if copy and loose:
             loose = copying.deepcopy(list(loose))
         return self._read(batch, _copied if copy else _as_is, loose or ())
@@ -266,7 +268,16 @@ class Layout:
         values (in :attr:`loose` order)."""
         if not self.structured:
             return batch[index]
+        if self.loose and (loose is None or len(loose) != len(self.loose)):
+            self._loose_missing(loose)
         return self._read(batch, lambda array: array[index], loose or ())
+
+    def _loose_missing(self, loose: Sequence[Any] | None) -> None:
+        raise ConfigError(
+            f"{self.space} has {len(self.loose)} loose leaves (at {[list(p) for p in self.loose_paths]}), which the "
+            f"records do not hold: pass their values as loose= (one entry per leaf, in Layout.loose order), got "
+            f"{'none' if loose is None else len(loose)}"
+        )
 
     def write(self, batch: np.ndarray, index: Any, value: Any) -> None:
         """Store ``value`` (one value, or a batch when ``index`` selects several rows) at ``batch[index]`` (its loose

@@ -19,13 +19,13 @@ game could leave behind. At every frame the two must show the same screen, RAM, 
 episode frame number, and the frame number of the one that resets must run ahead by exactly the frames before each
 restore (``info["frame_number"]`` counts restored starts' frames as if emulated); right after each reset, the one
 that resets must show the screen saved with the start. A restored state does not bring back everything ALE keeps:
-not the frame buffer (the first frames after a restore can show parts of what was drawn before it, as in Amidar), which
-is why the two play the same game before each reset rather than from separate states, nor some ROMs' lives counter
-(Atlantis 2's reports the lives of the game before until the next frame). The engine reports a restored start's
-screen and lives as saved with it, so right after a reset the check compares those. A ROM passes if nothing ever differs. This is
-evidence, not proof: a history no check played could still leave a trace (Assault differs only after some histories,
-which is why they are many and varied); RAM on a cartridge, which a few ROMs carry, is covered by the played
-histories alone.
+not the frame buffer (the first frames after a restore can show parts of what was drawn before it, as in Amidar),
+which is why the two play the same game before each reset rather than from separate states, nor some ROMs' lives
+counter (Atlantis 2's reports the lives of the game before until the next frame). The engine reports a restored
+start's screen and lives as saved with it, so right after a reset the check compares those. A ROM passes if nothing
+ever differs. This is evidence, not proof: a history no check played could still leave a trace (Assault differs
+only after some histories, which is why they are many and varied); RAM on a cartridge, which a few ROMs carry, is
+covered by the played histories alone.
 """
 
 from __future__ import annotations

@@ -70,6 +70,28 @@ def test_a_large_synchronous_step_equals_the_paths_without_in_place_actions_and_
         close_all(built)
 
 
+def test_a_split_step_copies_the_engines_info_arrays_out_with_the_results():
+    # Agents as rows: env_index, agent_index and agent_mask are info arrays the engine keeps in the buffers (written
+    # once here). They are copied out group by group with the results, so each step's must be the caller's own.
+    built = paths("shoal/Multiagent-v0", N // 2)  # two agents an env: N rows
+    try:
+        for name in ("inline", "workers only"):
+            assert built[name]._split is not None and len(built[name]._results()) == 4 + 3  # the extras in the split
+        rows = np.arange(N)
+        expected = {"env_index": rows // 2, "agent_index": rows % 2, "agent_mask": np.ones(N, bool)}
+        for envs in built.values():
+            envs.reset(seed=0)
+        for t in range(3):
+            for name, envs in built.items():
+                info = envs.step(np.zeros(N, np.int64))[4]
+                for key, value in expected.items():
+                    np.testing.assert_array_equal(info[key], value, err_msg=f"{name} step {t} {key}")
+                    assert info[key].flags.owndata
+                    info[key][:] = -1 if info[key].dtype != bool else False  # the caller's to change
+    finally:
+        close_all(built)
+
+
 @pytest.mark.parametrize("form", ["int32", "list", "strided"])
 def test_actions_in_another_dtype_or_layout_step_the_same(form):
     built = paths()

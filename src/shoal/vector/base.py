@@ -200,7 +200,7 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
 
     def _results(self) -> tuple[np.ndarray, ...]:
         """The arrays a step's results are copied out of when they are split: observations (slot 0), rewards, flags
-        and the engine's per-env info arrays (``extras``: agents as rows have 4.25 MB of them at 262144 rows)."""
+        and the engine's per-env info arrays (``extras``: agents as rows have 4.25 MiB of them at 262144 rows)."""
         b = self._buffers
         return (self._obs_slot0, b.rewards, b.terminations, b.truncations, *b.extras.values())
 

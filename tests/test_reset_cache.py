@@ -108,7 +108,7 @@ def test_the_check_tells_an_exact_rom_from_ones_whose_restored_starts_differ():
 
     assert first_difference("breakout") is None
     assert first_difference("assault").startswith("RAM right after reset")  # RAM carried over from the game before
-    assert first_difference("atlantis2") is None  # its stale lives counter is not what the engine reports (below)
+    assert first_difference("atlantis2") is None  # its stale lives counter is not what the engine reports (above)
     assert first_difference("amidar").startswith("screen at frame 1 ")  # the frame buffer drawn before the restore
     version, games = exact_starts()
     assert version == ".".join(ale_py.__version__.split(".")[:2])  # else: python -m shoal.atari.starts to recheck

@@ -75,11 +75,8 @@ def use(policy: str) -> dict:
 def breakout(policies: list[str], envs: int, rounds: int, seconds: float, workers: int | None) -> None:
     made = {}
     use("adaptive:300")
-    if envs > 16:
-        made["async"] = shoal.AtariVectorEnv(game="breakout", num_envs=envs, num_workers=workers,
-                                             batch_size=envs // 4, **SETTINGS)
-    else:
-        made["async"] = shoal.AtariVectorEnv(game="breakout", num_envs=16, num_workers=2, batch_size=8, **SETTINGS)
+    n, w, batch = (envs, workers, envs // 4) if envs > 16 else (16, 2, 8)
+    made["async"] = shoal.AtariVectorEnv(game="breakout", num_envs=n, num_workers=w, batch_size=batch, **SETTINGS)
     base_name = f"Breakout x {made['async'].num_envs} asynchronous (batches of {made['async'].batch_size})"
     for policy in policies:
         made[policy] = shoal.AtariVectorEnv(game="breakout", num_envs=envs, num_workers=workers, **SETTINGS,

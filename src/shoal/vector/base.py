@@ -525,7 +525,7 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
 
         The results stay in the shared buffers (rows ``rows``) until the next :meth:`send`. A timeout or an
         interrupt leaves the step pending (nothing read is lost); any other error ends it. ``split``: the groups'
-        rows, whose observations, rewards and flags are copied out group by group as the answers come
+        rows, whose results (:meth:`_results`) are copied out group by group as the answers come
         (:attr:`_split_copies`; synchronous steps only).
         """
         self._check_waiting(AsyncState.WAITING_STEP, "recv")

@@ -64,7 +64,7 @@ class SplitCopies:
     under :data:`CHECKED_FROM` bytes (rewards and flags, at those sizes) are copied whole by :meth:`finish`."""
 
     def __init__(self, srcs: tuple[np.ndarray, ...], parts: list[slice]) -> None:
-        self.srcs, self.parts = srcs, parts
+        self.parts = parts
         self.dsts = tuple(_placed(src) for src in srcs)
         self._large = [(dst, src) for dst, src in zip(self.dsts, srcs) if src.nbytes >= CHECKED_FROM]
         self._small = [(dst, src) for dst, src in zip(self.dsts, srcs) if src.nbytes < CHECKED_FROM]

@@ -32,7 +32,8 @@ def structure(value):
 
 
 def test_task_ids_and_defaults_are_envpools():
-    atari = {t for t in real.list_all_envs() if real.registration.registry.envpools[t]["gymnasium"][0] == "envpool.atari"}
+    registry = real.registration.registry.envpools
+    atari = {t for t in real.list_all_envs() if registry[t]["gymnasium"][0] == "envpool.atari"}
     assert set(ours.list_all_envs()) == atari
     config = real.make_spec("Pong-v5").config._asdict()
     for name, default in ours.DEFAULTS.items():
@@ -159,7 +160,8 @@ def test_send_matches_actions_to_env_ids_in_any_order():
             in_order = pools[0].step(actions, np.arange(4))
             shuffled = pools[1].step(actions[order], order)
             np.testing.assert_array_equal(in_order[0], shuffled[0])
-        with pytest.raises(ShoalError, match=r"shoal steps the batch the last recv\(\) returned \(env_id \[0, 1, 2, 3\]\)"):
+        returned = r"shoal steps the batch the last recv\(\) returned \(env_id \[0, 1, 2, 3\]\)"
+        with pytest.raises(ShoalError, match=returned):
             pools[0].send(np.zeros(2, np.int32), np.array([0, 1]))
     finally:
         for pool in pools:

@@ -44,6 +44,7 @@ dict of arrays for a Dict), and so do structured actions.
 from __future__ import annotations
 
 import importlib
+import secrets
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, Sequence
@@ -82,8 +83,8 @@ class BatchEnv(ABC):
     ``__init__``) and implement :meth:`reset` and :meth:`step`; see the module docstring for a complete example.
     """
 
-    single_observation_space: ClassVar[spaces.Space] | spaces.Space
-    single_action_space: ClassVar[spaces.Space] | spaces.Space
+    single_observation_space: spaces.Space  # (a class attribute, or set in __init__)
+    single_action_space: spaces.Space
     metadata: ClassVar[dict[str, Any]] = {}
     possible_agents: ClassVar[tuple[str, ...]] = ()
     """A multi-agent env names its agents here. Each env is then ``A = len(possible_agents)`` consecutive
@@ -141,7 +142,7 @@ class Streams:
             if s is None and self.seeded[i]:
                 continue
             if s is None:
-                s = int(np.random.SeedSequence().entropy) % 2**63
+                s = secrets.randbits(63)  # from the OS
             self.state[i] = np.uint64(int(np.random.SeedSequence(int(s)).generate_state(1, np.uint64)[0]))
             if not self.seeded[i]:
                 self.seeded[i] = True
@@ -245,7 +246,8 @@ class BatchEngine(Engine):
         self._obs = buffers.spec.obs
         self._action = buffers.spec.action
         self._name = factory.cls.__name__
-        self._local_of, self._local_ids = None, np.arange(0)  # see _local
+        self._local_of: np.ndarray | None = None  # see _local
+        self._local_ids = np.arange(0)
         self._checked = {"reset": False, "step": False}  # seed 004's "shape checks on the first batch"
         self._agents = len(factory.cls.possible_agents) or 1
         if self._agents > 1:  # the infos of agents as rows; every agent of a batch-native env is always live
@@ -454,5 +456,5 @@ def _same(where: str, mine: Any, theirs: Any) -> None:
         return
     a, b = np.asarray(mine), np.asarray(theirs)
     if a.shape != b.shape or not np.allclose(a.astype(np.float64), b.astype(np.float64), rtol=1e-6, atol=1e-6):
-        rows = np.flatnonzero((a != b).reshape(len(a), -1).any(axis=1)) if a.shape == b.shape else []
+        rows: Any = np.flatnonzero((a != b).reshape(len(a), -1).any(axis=1)) if a.shape == b.shape else []
         raise AssertionError(f"{where}: batch-native and single-instance envs differ (envs {list(rows)}):\n{a}\n{b}")

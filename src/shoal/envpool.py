@@ -235,7 +235,7 @@ class EnvPool:
         stack, h, w = settings["stack_num"], settings["img_height"], settings["img_width"]
         self._rgb = not settings["gray_scale"]
         obs_space = spaces.Box(0, 255, (stack * (3 if self._rgb else 1), h, w), np.uint8)
-        action_space = spaces.Discrete(int(atari.single_action_space.n))
+        action_space = spaces.Discrete(max(atari.num_actions))  # (every game's, checked above)
         self._format = _FORMATS[env_type](self, obs_space, action_space, settings)
         # EnvPool's spaces are one env's; plain attributes, which code written for EnvPool sets (cleanrl does)
         self.observation_space = self.single_observation_space = self._format.observation_space

@@ -34,8 +34,8 @@ re-raises the env's exception type, still catches it, while ``env_id`` and the r
 
 from __future__ import annotations
 
-import functools
 import multiprocessing
+from typing import Any
 
 from gymnasium import error as gym_error
 
@@ -145,15 +145,25 @@ class EnvError(ShoalError, RuntimeError):
             return (_rebuild_env_error, args, {"cause": self.__cause__})
         return (type(self), (self.args[0], self.env_id, self.remote_traceback), {"cause": self.__cause__})
 
-    def __setstate__(self, state: dict) -> None:
-        self.__cause__ = state["cause"]
+    def __setstate__(self, state: dict[str, Any] | None) -> None:
+        if state is not None:
+            self.__cause__ = state["cause"]
 
     def __str__(self) -> str:
         return str(self.args[0]) if self.args else ""
 
 
-@functools.lru_cache(maxsize=None)
+_ENV_ERROR_CLASSES: dict[type, type[EnvError]] = {}  # each kind's class, made once
+
+
 def _env_error_class(kind: type[BaseException]) -> type[EnvError]:
+    cls = _ENV_ERROR_CLASSES.get(kind)
+    if cls is None:
+        cls = _ENV_ERROR_CLASSES[kind] = _combined_class(kind)
+    return cls
+
+
+def _combined_class(kind: type[BaseException]) -> type[EnvError]:
     if issubclass(kind, EnvError) or not issubclass(kind, Exception) or issubclass(kind, ShoalError):
         return EnvError
     try:
@@ -161,8 +171,8 @@ def _env_error_class(kind: type[BaseException]) -> type[EnvError]:
     except TypeError:  # an instance layout Python cannot combine with EnvError's (OSError, ...)
         return EnvError
     # the kind's own __init__/__str__ may expect other arguments; EnvError's are the ones used
-    cls.__init__ = EnvError.__init__  # type: ignore[method-assign]
-    cls.__str__ = EnvError.__str__  # type: ignore[method-assign]
+    setattr(cls, "__init__", EnvError.__init__)
+    setattr(cls, "__str__", EnvError.__str__)
     return cls
 
 

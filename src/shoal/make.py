@@ -109,8 +109,10 @@ def make(
         (8, 4)
         >>> envs.close()
     """
-    options = dict(backend=backend, num_workers=num_workers, batch_size=batch_size, autoreset_mode=autoreset_mode,
-                   seed=seed, copy=copy, flatten=flatten, context=context, daemon=daemon, inline=inline, address=address)
+    options: dict[str, Any] = dict(
+        backend=backend, num_workers=num_workers, batch_size=batch_size, autoreset_mode=autoreset_mode, seed=seed,
+        copy=copy, flatten=flatten, context=context, daemon=daemon, inline=inline, address=address,
+    )
     native = batch_class_of(env)
     if native is not None:
         if observation_mode != "same":

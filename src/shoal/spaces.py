@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import copy as copying
 from functools import singledispatch
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 from gymnasium import spaces
@@ -111,6 +111,7 @@ def record_dtype(space: spaces.Space) -> np.dtype:
             f"{type(leaf).__name__} at {where} has no fixed size, so it cannot be flattened into a record; expected "
             f"Box, Discrete, MultiDiscrete, MultiBinary or Dict/Tuple of those, got {leaf}"
         )
+    assert dtype is not None  # only a loose leaf has none
     return dtype
 
 
@@ -122,7 +123,7 @@ def is_flattenable(space: spaces.Space) -> bool:
 def _leaf_dtypes(dtype: np.dtype) -> list[np.dtype]:
     if dtype.fields is None:
         return [dtype.subdtype[0] if dtype.subdtype else dtype]
-    return [leaf for name in dtype.names for leaf in _leaf_dtypes(dtype.fields[name][0])]
+    return [leaf for name in dtype.names or () for leaf in _leaf_dtypes(dtype.fields[name][0])]
 
 
 def _field(batch: np.ndarray | None, name: str) -> np.ndarray | None:
@@ -142,7 +143,9 @@ def _reader(space: spaces.Space, path: Path, loose_index: dict[Path, int]) -> Re
         return lambda records, leaf, loose: loose[k]
     if isinstance(space, (spaces.Dict, spaces.Tuple)):
         is_dict = isinstance(space, spaces.Dict)
-        items = space.spaces.items() if is_dict else enumerate(space.spaces)
+        items: Iterable[tuple[Any, spaces.Space]] = (
+            space.spaces.items() if isinstance(space, spaces.Dict) else enumerate(space.spaces)
+        )
         children = [
             (key, None if path + (key,) in loose_index else (key if is_dict else f"f{key}"),
              _reader(sub, path + (key,), loose_index))

@@ -220,11 +220,12 @@ class TorchEnv:
 
     def recv(self) -> tuple[torch.Tensor, ...]:
         _, ids, rows = self.envs._receive()
-        slot, obs = self.slots.batch(rows) if self.slots is not None else (0, None)
+        slots = self.slots
+        slot, obs = slots.batch(rows) if slots is not None else (0, None)
         outputs = self._free_set()
         arrays = outputs.arrays
-        if obs is not None and outputs.copied is not None:  # to the device, straight from the registered slot
-            self.slots.copy(slot, obs, outputs.tensors["obs"])
+        if slots is not None and obs is not None and outputs.copied is not None:  # to the device, from the slot
+            slots.copy(slot, obs, outputs.tensors["obs"])
             obs = None
         for name, src in self._src.items():
             if name == "obs":
@@ -367,6 +368,7 @@ def _token(handle: int) -> torch.Tensor:
     token = _TOKENS.get(handle)
     if token is None:
         handle_of(handle)  # raises, saying why
+        raise AssertionError(f"handle {handle} is registered without its token")
     return token
 
 

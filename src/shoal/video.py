@@ -14,7 +14,7 @@ through PyAV, GIF through Pillow): ``pip install "shoal[video]"``.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 from gymnasium.vector import AutoresetMode, VectorWrapper
@@ -75,6 +75,7 @@ class RecordEpisodes(VectorWrapper):
         self.frames: dict[int, list[np.ndarray]] = {}  # env -> frames of its episode being recorded
         self._ended: set[int] = set()  # envs whose last step ended their episode: they reset on their next step
         self.written: list[Path] = []
+        self._render: Callable[[list[int]], Sequence[Any]] = env.render  # frames of the envs named
 
     def reset(self, *, seed: Any = None, options: dict | None = None) -> tuple[Any, dict]:
         obs, info = self.env.reset(seed=seed, options=options)
@@ -123,7 +124,7 @@ class RecordEpisodes(VectorWrapper):
     def _capture(self, rows: dict[int, int]) -> None:
         wanted = [env_id for env_id in rows if env_id in self.frames]
         if wanted:
-            for env_id, frame in zip(wanted, self.env.render(wanted)):
+            for env_id, frame in zip(wanted, self._render(wanted)):
                 self.frames[env_id].append(np.asarray(frame))
 
     def _write(self, env_id: int, frames: list[np.ndarray]) -> Path:

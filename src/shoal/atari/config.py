@@ -167,20 +167,20 @@ class AtariConfig:
         return shape if self.grayscale else (*shape, 3)
 
 
-def observation_type(obs_type: str | None, grayscale: bool | None) -> tuple[str, bool]:
+def observation_type(obs_type: str | None, grayscale: bool | None) -> tuple[ObsType, bool]:
     """``(obs_type, grayscale)`` from Gymnasium's ``obs_type`` and ale-py's ``grayscale`` keyword, which mean the same
     for screens: either may be given (neither: gray), both only if they agree."""
     if obs_type is None:
         return ("rgb", False) if grayscale is False else ("grayscale", True)
-    if obs_type not in OBS_TYPES:
-        raise ConfigError(f"obs_type must be one of {', '.join(map(repr, OBS_TYPES))}, got {obs_type!r}")
     if obs_type == "ram":
         if grayscale is not None:
             raise ConfigError("grayscale= has no meaning with obs_type='ram' (the observation is the RAM)")
-        return obs_type, True
+        return "ram", True
+    if obs_type not in ("rgb", "grayscale"):
+        raise ConfigError(f"obs_type must be one of {', '.join(map(repr, OBS_TYPES))}, got {obs_type!r}")
     if grayscale is not None and grayscale != (obs_type == "grayscale"):
         raise ConfigError(f"obs_type={obs_type!r} and grayscale={grayscale!r} disagree: pass one of them")
-    return obs_type, obs_type == "grayscale"
+    return ("grayscale", True) if obs_type == "grayscale" else ("rgb", False)
 
 
 def per_env(name: str, value: Any, n: int) -> tuple[Any, ...]:

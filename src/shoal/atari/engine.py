@@ -215,10 +215,10 @@ class AtariEngine(Engine):
             return
         rom, noops = self._rom_key(self.env_ids.start + local), self._noops(local)
         before = ale.getFrameNumber() + self._frame_offset[local]  # what frame_number says before this start
-        saved = self._starts.get((*rom, noops))
+        saved = self._starts.get(rom + (noops,))
         if saved is None:  # this worker's first start of the ROM (recording runs on this env's emulator)
             self._record_starts(local, rom)
-            saved = self._starts[(*rom, noops)]
+            saved = self._starts[rom + (noops,)]
         ale.restoreState(saved.state)
         self._frame_offset[local] = before + saved.frames - ale.getFrameNumber()
         self._begin(local, saved.screen, saved.lives)  # what a restored state does not bring back (SavedStart)
@@ -246,7 +246,7 @@ class AtariEngine(Engine):
                 if ale.game_over():
                     ale.reset_game()
             self._readers[local](screen)
-            self._starts[(*rom, count)] = SavedStart(
+            self._starts[rom + (count,)] = SavedStart(
                 ale.cloneState(include_rng=False), ale.getFrameNumber() - powered, screen.copy(), ale.lives()
             )
             if fire:
@@ -258,8 +258,9 @@ class AtariEngine(Engine):
 
     def _noops(self, local: int) -> int:
         """How many no-op frames start the next episode (drawn from the env's generator, as AtariEnv does)."""
-        config = self.config
-        return int(self._rngs[local].integers(1, config.noop_max + 1)) if config.noop_max > 0 else 0
+        config, rng = self.config, self._rngs[local]
+        assert rng is not None  # seeded by the env's first reset (_load)
+        return int(rng.integers(1, config.noop_max + 1)) if config.noop_max > 0 else 0
 
     def _start(self, local: int, noops: int | None = None) -> bool:
         """The no-ops (``noops``, or drawn) and FIRE that start an episode (after ``reset_game``, or where a lost life
@@ -332,7 +333,9 @@ class AtariEngine(Engine):
         ale, shown, lives, read = self.ales[local], self._frames.views[local], self._lives, self._readers[local]
         frameskip, episodic = self.config.frameskip, self.config.episodic_life
         if isinstance(frameskip, tuple):
-            frameskip = int(self._rngs[local].integers(*frameskip))
+            rng = self._rngs[local]
+            assert rng is not None  # seeded by the env's first reset (_load)
+            frameskip = int(rng.integers(*frameskip))
         before_last = frameskip - 2 if self.config.maxpool and not self._ram else -1
         last = frameskip - 1 if not self._ram else -1
         reward = 0

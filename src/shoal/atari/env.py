@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Literal, Sequence
 
 import numpy as np
 from gymnasium import spaces
@@ -83,7 +83,7 @@ class AtariVectorEnv(VectorEnv):
         life_loss_info: bool = False,
         reward_clipping: bool = True,
         use_fire_reset: bool = True,
-        reset_cache: bool | str = "auto",
+        reset_cache: bool | Literal["auto"] = "auto",
         mode: int | Sequence[int | None] | None = None,
         difficulty: int | Sequence[int | None] | None = None,
         backend: Backend = "multiprocessing",
@@ -141,6 +141,7 @@ class AtariVectorEnv(VectorEnv):
             self.config, tuple(self.config.action_set(i) for i in range(n)),
             tuple(game_info(g).screen_height for g in names), thread_affinity_offset,
         )
+        action: spaces.Space
         if continuous:
             action = spaces.Box(
                 np.array([0.0, -np.pi, 0.0], np.float32), np.array([1.0, np.pi, 1.0], np.float32), (3,), np.float32
@@ -168,9 +169,9 @@ class AtariVectorEnv(VectorEnv):
         )
         self._counts = np.asarray(self.num_actions)
         self._mixed = not continuous and len(set(self.num_actions)) > 1
-        if self._mixed:
-            self.single_action_space = None
-            self.action_space = self._batch_action_space(np.arange(self.batch_size))
+        if self._mixed:  # no one action space: the games' action counts differ
+            self.single_action_space = None  # type: ignore[assignment]
+            self.action_space = spaces.MultiDiscrete(self._counts[: self.batch_size])  # the first batch's
 
     # -- actions ---------------------------------------------------------------------------------------------------
 

@@ -21,7 +21,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from shoal.atari import _frames
+import shoal.atari._frames as _frames
 
 SCREEN_HEIGHT, SCREEN_WIDTH = 210, 160
 

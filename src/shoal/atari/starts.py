@@ -171,7 +171,8 @@ def main(argv: list[str]) -> None:
         print(first_difference(argv[1]) or "same")
         return
     games = argv or list(game_ids())
-    same, differ = [], []
+    same: list[str] = []
+    differ: list[str] = []
 
     def verdict(game: str) -> str:
         command = [sys.executable, "-m", "shoal.atari.starts", "--one", game]

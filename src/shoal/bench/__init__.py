@@ -12,7 +12,7 @@ import logging
 import os
 from dataclasses import asdict
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from shoal.atari.roms import GameInfo, game_ids, game_info
 from shoal.bench.autotune import Config, Trial, TuneResult, Workload, autotune, candidates
@@ -41,8 +41,7 @@ def games(cache: bool = True, progress: Callable[[int, int], None] | None = None
     cache_dir = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     path = cache_dir / "shoal" / f"games-{ale_py.__version__}-{_TABLE_FORMAT}.json"
     if cache and path.exists():
-        return [GameInfo(**{k: tuple(v) if isinstance(v, list) else v for k, v in g.items()})
-                for g in json.loads(path.read_text())]
+        return [_game_info(record) for record in json.loads(path.read_text())]
     ids = game_ids()
     infos = []
     for i, game in enumerate(ids):
@@ -58,8 +57,15 @@ def games(cache: bool = True, progress: Callable[[int, int], None] | None = None
     return infos
 
 
+def _game_info(record: dict[str, Any]) -> GameInfo:
+    """A cached table's row (JSON has lists where GameInfo has tuples)."""
+    fields: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in record.items()}
+    return GameInfo(**fields)
+
+
 __all__ = [
     "DEFAULT_GAMES", "SYSTEMS", "Config", "Episode", "GameInfo", "GameSummary", "Measurement", "Reference",
-    "SanityReport", "SanityResult", "SweepResult", "ThroughputResult", "Trial", "TuneResult", "Workload", "autotune", "candidates", "games",
-    "human_normalized", "load_agent", "read_episodes", "reference_scores", "sanity", "sweep", "throughput",
+    "SanityReport", "SanityResult", "SweepResult", "ThroughputResult", "Trial", "TuneResult", "Workload", "autotune",
+    "candidates", "games", "human_normalized", "load_agent", "read_episodes", "reference_scores", "sanity", "sweep",
+    "throughput",
 ]

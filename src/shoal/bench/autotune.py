@@ -71,6 +71,7 @@ class Workload:
             return AtariVectorEnv(games=list(self.games), **SETTINGS, **config.kwargs())
         from shoal.make import make
 
+        assert self.env_id is not None  # (a workload has games or an env id: of())
         return make(self.env_id, self.num_envs, **config.kwargs())
 
     def snippet(self, config: Config) -> str:

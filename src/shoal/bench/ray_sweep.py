@@ -15,10 +15,13 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Generator
 
 from shoal.bench.sweep import policy_file, run_pairs
 from shoal.vector.ray_transport import nodes, session, shares
+
+if TYPE_CHECKING:
+    from shoal.vector.base import Backend
 
 
 def run_on_nodes(
@@ -28,7 +31,7 @@ def run_on_nodes(
     policy: str | Path,
     num_workers: int | None,
     atari: dict[str, Any],
-) -> Iterator[tuple]:
+) -> Generator[tuple, None, None]:
     """:func:`~shoal.bench.sweep.run_pairs`'s events for ``pairs`` spread over the cluster's nodes (progress summed
     over them; the seconds stepping: the longest node's), and ``("ran", node id, pairs)`` as each node ends."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
@@ -52,7 +55,8 @@ def run_on_nodes(
             ).remote(pairs[start : start + count], unit, amount, policy_bytes, max(1, min(node_workers, count)), atari))
             done[live[-1]] = 0.0
             start += count
-        total, steps, stepping = float(len(pairs) * amount), {}, 0.0
+        total, stepping = float(len(pairs) * amount), 0.0
+        steps: dict[str, int] = {}
         try:
             while live:
                 ready, _ = ray.wait(live, num_returns=1)
@@ -84,7 +88,7 @@ def node_events(
     policy: tuple[str, bytes] | None,
     num_workers: int,
     atari: dict[str, Any],
-) -> Iterator[tuple]:
+) -> Generator[tuple, None, None]:
     """A node's task: its pairs' events, on a local multiprocessing vector env (the last one also names the node)."""
     import ray
 
@@ -93,6 +97,6 @@ def node_events(
         if policy is not None:
             path = Path(folder) / policy[0]
             path.write_bytes(policy[1])
-        backend = "multiprocessing" if num_workers > 1 else "serial"  # one worker: no process beside the task's
+        backend: Backend = "multiprocessing" if num_workers > 1 else "serial"  # one worker: none beside the task
         for event in run_pairs(pairs, unit, amount, path, backend, num_workers, atari):
             yield event if event[0] != "end" else (*event, ray.get_runtime_context().get_node_id(), pairs)

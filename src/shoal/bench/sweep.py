@@ -18,7 +18,7 @@ import time
 import zlib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Generator, Sequence
 
 import numpy as np
 
@@ -26,6 +26,9 @@ from shoal.atari.roms import check_game
 from shoal.bench.output import output_folder
 from shoal.bench.scores import human_normalized
 from shoal.errors import ConfigError, MissingDependencyError
+
+if TYPE_CHECKING:
+    from shoal.vector.base import Backend
 
 EPISODE_FIELDS = ("game", "seed", "episode", "score", "length", "truncated")
 SUMMARY_FIELDS = (
@@ -91,7 +94,7 @@ def sweep(
     policy: str | Path = "random",
     out: str | Path | None = None,
     resume: bool = False,
-    backend: str = "multiprocessing",
+    backend: Backend = "multiprocessing",
     num_workers: int | None = None,
     progress: Progress | None = None,
     **atari: Any,
@@ -162,8 +165,8 @@ def sweep(
 
 
 def _seeds(seeds: int | Sequence[int]) -> list[int]:
-    if isinstance(seeds, (int, np.integer)) and not isinstance(seeds, bool):
-        if seeds < 1:
+    if isinstance(seeds, (int, np.integer)):
+        if isinstance(seeds, bool) or seeds < 1:
             raise ConfigError(f"seeds must be a positive count or a list of seeds, got {seeds}")
         return list(range(int(seeds)))
     seed_list = list(seeds)
@@ -183,7 +186,7 @@ def _run(
     amount: int,
     policy: str | Path,
     folder: Path | None,
-    backend: str,
+    backend: Backend,
     num_workers: int | None,
     progress: Progress | None,
     atari: dict[str, Any],
@@ -221,10 +224,10 @@ def run_pairs(
     unit: str,
     amount: int,
     policy: str | Path,
-    backend: str,
+    backend: Backend,
     num_workers: int | None,
     atari: dict[str, Any],
-) -> Iterator[tuple]:
+) -> Generator[tuple, None, None]:
     """Run ``pairs`` in one vector env, as events: ``("episodes", [Episode, ...])`` as a pair finishes,
     ``("progress", done, total)`` a few times a second, and last ``("end", agent steps per game, seconds
     stepping)``."""
@@ -325,7 +328,7 @@ def _policy(policy: str | Path, envs: Any, pairs: list[tuple[str, int]]) -> Call
 def _summary(game: str, episodes: list[Episode], steps: int | None, seconds: float) -> GameSummary:
     mine = [e for e in episodes if e.game == game]
     scores = np.array([e.score for e in mine])
-    normalized = [human_normalized(game, s) for s in scores.tolist()]
+    known = [x for x in (human_normalized(game, s) for s in scores.tolist()) if x is not None]  # all or none
     return GameSummary(
         game=game,
         seeds=len({e.seed for e in mine}),
@@ -334,7 +337,7 @@ def _summary(game: str, episodes: list[Episode], steps: int | None, seconds: flo
         median=float(np.median(scores)),
         std=float(scores.std()),
         mean_length=float(np.mean([e.length for e in mine])),
-        human_normalized=None if normalized[0] is None else float(np.mean(normalized)),
+        human_normalized=float(np.mean(known)) if known else None,
         steps_per_second=None if not steps else steps / seconds,
     )
 

@@ -14,12 +14,15 @@ import platform
 import random
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Hashable, Mapping, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Hashable, Mapping, Sequence, TypeVar
 
 import numpy as np
 
 from shoal.atari.roms import check_game, game_ids
 from shoal.errors import ConfigError, MissingDependencyError
+
+if TYPE_CHECKING:
+    from shoal.vector.base import Backend
 
 DEFAULT_GAMES = (
     "pong", "breakout", "space_invaders", "ms_pacman", "qbert", "seaquest", "beam_rider", "enduro",
@@ -227,16 +230,17 @@ def stepper(system: str, games: list[str], opened: contextlib.ExitStack) -> Call
 
         if system == "shoal-async" and n > 1:
             return _async_stepper(games, opened, rng)
-        backend = {"shoal-serial": "serial", "shoal-ray": "ray"}.get(system, "multiprocessing")
+        backends: dict[str, Backend] = {"shoal-serial": "serial", "shoal-ray": "ray"}
+        backend = backends.get(system, "multiprocessing")
         envs = opened.enter_context(AtariVectorEnv(games=games, backend=backend, **SETTINGS))
         envs.reset(seed=0)
         counts = np.asarray(envs.num_actions)
 
-        def step() -> int:
+        def step_shoal() -> int:
             envs.step((rng.random(n) * counts).astype(np.int64))
             return n
 
-        return step
+        return step_shoal
     if system == "ale-py":
         pools = []
         for game in dict.fromkeys(games):
@@ -245,14 +249,14 @@ def stepper(system: str, games: list[str], opened: contextlib.ExitStack) -> Call
             pool.reset(seed=0)
             pools.append(pool)
 
-        def step() -> int:
+        def step_pools() -> int:
             for pool in pools:  # all sent before any is received: the pools step at the same time
                 pool.send((rng.random(pool.num_envs) * pool.single_action_space.n).astype(np.int64))
             for pool in pools:
                 pool.recv()
             return n
 
-        return step
+        return step_pools
     envs = gymnasium_async(games)
     opened.callback(envs.close)
     envs.reset(seed=0)

@@ -147,7 +147,9 @@ def parser() -> argparse.ArgumentParser:
     )
     sweep.add_argument("--sticky", type=float, default=0.0, help="repeat_action_probability (default: 0)")
 
-    sanity = command("sanity", "Train an agent on each sanity env; compare the return it reaches with optimal and random.")
+    sanity = command(
+        "sanity", "Train an agent on each sanity env; compare the return it reaches with optimal and random."
+    )
     sanity.add_argument("--agent", required=True, help="path/to/file.py:function or module:function")
     sanity.add_argument(
         "--envs", type=_names, help="sanity envs to run, by name or id (default: all seven: Squared,Password,...)"
@@ -158,7 +160,8 @@ def parser() -> argparse.ArgumentParser:
     )
     sanity.add_argument("--episodes", type=_positive(int), default=1000, help="episodes to evaluate (default: 1000)")
     sanity.add_argument(
-        "--out", type=Path, default=Path("shoal-sanity"), help="folder for sanity.json and sanity.png (default: shoal-sanity)"
+        "--out", type=Path, default=Path("shoal-sanity"),
+        help="folder for sanity.json and sanity.png (default: shoal-sanity)",
     )
 
     tune = command("autotune", "Find the fastest backend, workers and batch size for a workload within a budget.")

@@ -22,7 +22,7 @@ from shoal.vector.buffers import Buffers
 from shoal.vector.engine import Engine, blame, env_error
 from shoal.vector.outputs import Rejected, check_flag, check_reward, observation_check
 
-EXTRAS = {
+EXTRAS: dict[str, tuple[np.dtype, tuple[int, ...]]] = {
     "agent_mask": (np.dtype(np.bool_), ()),
     "env_index": (np.dtype(np.int64), ()),
     "agent_index": (np.dtype(np.int64), ()),

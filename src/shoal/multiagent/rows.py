@@ -63,12 +63,20 @@ class AgentRows:
         """Rows per env."""
         return len(self.agents)
 
+    @property
+    def _flat_row(self) -> spaces.Box:
+        """The row space when observations are flattened (then always one flat Box)."""
+        box = self.observation_space
+        assert isinstance(box, spaces.Box) and box.shape is not None
+        return box
+
     def observation(self, k: int, value: Any) -> Any:
         """Agent ``k``'s observation as its row stores it (checked against the agent's own space beforehand)."""
         if not self.flat_observations:
             return value
-        flat = spaces.flatten(self.observation_spaces[k], value)
-        row = np.zeros(self.observation_space.shape, self.observation_space.dtype)
+        flat = np.asarray(spaces.flatten(self.observation_spaces[k], value))  # (an array already: a flattenable space)
+        row_space = self._flat_row
+        row = np.zeros(row_space.shape, row_space.dtype)
         row[: len(flat)] = flat
         return row
 
@@ -87,7 +95,8 @@ class AgentRows:
         same = all(s == self.action_space for s in self.action_spaces)
         if same or not isinstance(self.action_space, spaces.Discrete):
             return None
-        return np.array([int(s.start + s.n) for s in self.action_spaces])
+        discrete = [s for s in self.action_spaces if isinstance(s, spaces.Discrete)]  # all (_common_action)
+        return np.array([int(s.start + s.n) for s in discrete])
 
     def unflatten(self, agent: Hashable, observations: np.ndarray) -> Any:
         """Observations of rows of ``agent`` (a batch ``(n, D)`` as the env returned them) in the agent's own space:
@@ -98,11 +107,9 @@ class AgentRows:
         batch = np.asarray(observations)
         if not self.flat_observations:
             return batch
-        if batch.ndim != 2 or batch.shape[1] != self.observation_space.shape[0]:
-            raise ConfigError(
-                f"expected a batch of flat observations of shape (n, {self.observation_space.shape[0]}), got "
-                f"{batch.shape}"
-            )
+        width = self._flat_row.shape[0]
+        if batch.ndim != 2 or batch.shape[1] != width:
+            raise ConfigError(f"expected a batch of flat observations of shape (n, {width}), got {batch.shape}")
         size = spaces.flatdim(space)
         if isinstance(space, spaces.Box):
             return batch[:, :size].reshape(len(batch), *space.shape).astype(space.dtype, copy=False)
@@ -115,11 +122,12 @@ def _common_observation(
     first = obs_spaces[0]
     if all(s == first for s in obs_spaces):
         return first, False
-    if all(isinstance(s, spaces.Box) and s.shape == first.shape and s.dtype == first.dtype for s in obs_spaces):
-        low = np.min([s.low for s in obs_spaces], axis=0)
-        high = np.max([s.high for s in obs_spaces], axis=0)
-        return spaces.Box(low, high, first.shape, first.dtype), False
-    flats = []
+    boxes = [s for s in obs_spaces if isinstance(s, spaces.Box)]
+    if len(boxes) == len(obs_spaces) and all(s.shape == boxes[0].shape and s.dtype == boxes[0].dtype for s in boxes):
+        low = np.min([s.low for s in boxes], axis=0)
+        high = np.max([s.high for s in boxes], axis=0)
+        return spaces.Box(low, high, boxes[0].shape, boxes[0].dtype), False
+    flats: list[spaces.Box] = []
     for agent, space in zip(agents, obs_spaces):
         if not is_flattenable(space):
             raise ConfigError(
@@ -128,7 +136,9 @@ def _common_observation(
                 f"pad_observations_v0) or a flattenable one (Box, Discrete, MultiDiscrete, MultiBinary, Dict/Tuple "
                 f"of them)"
             )
-        flats.append(spaces.flatten_space(space))
+        flat = spaces.flatten_space(space)
+        assert isinstance(flat, spaces.Box)  # what a flattenable space flattens to
+        flats.append(flat)
     size = max(f.shape[0] for f in flats)
     dtype = np.result_type(*[f.dtype for f in flats])
     low, high = np.zeros(size, dtype), np.zeros(size, dtype)
@@ -143,13 +153,15 @@ def _common_action(agents: tuple, act_spaces: tuple[spaces.Space, ...], name: st
     first = act_spaces[0]
     if all(s == first for s in act_spaces):
         return first
-    if all(isinstance(s, spaces.Discrete) and s.start == first.start for s in act_spaces):
-        return spaces.Discrete(max(int(s.n) for s in act_spaces), start=int(first.start))
-    if all(isinstance(s, spaces.Box) for s in act_spaces):
-        size = max(spaces.flatdim(s) for s in act_spaces)
-        dtype = np.result_type(*[s.dtype for s in act_spaces])
+    discrete = [s for s in act_spaces if isinstance(s, spaces.Discrete)]
+    if len(discrete) == len(act_spaces) and all(s.start == discrete[0].start for s in discrete):
+        return spaces.Discrete(max(int(s.n) for s in discrete), start=int(discrete[0].start))
+    boxes = [s for s in act_spaces if isinstance(s, spaces.Box)]
+    if len(boxes) == len(act_spaces):
+        size = max(spaces.flatdim(s) for s in boxes)
+        dtype = np.result_type(*[s.dtype for s in boxes])
         low, high = np.full(size, np.inf, dtype), np.full(size, -np.inf, dtype)
-        for s in act_spaces:
+        for s in boxes:
             n = spaces.flatdim(s)
             low[:n] = np.minimum(low[:n], s.low.ravel())
             high[:n] = np.maximum(high[:n], s.high.ravel())

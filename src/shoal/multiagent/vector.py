@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Hashable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Hashable, Sequence
 
 import numpy as np
 from gymnasium import Space
@@ -12,6 +12,9 @@ from shoal.multiagent.engine import EXTRAS, PettingZooEngineFactory, as_parallel
 from shoal.multiagent.rows import AgentRows
 from shoal.vector.base import VectorEnv
 from shoal.vector.checks import check_reset_mask, check_seeds
+
+if TYPE_CHECKING:
+    from shoal.batch import BatchEngineFactory
 
 
 class MultiAgentVectorEnv(VectorEnv):
@@ -33,7 +36,7 @@ class MultiAgentVectorEnv(VectorEnv):
         >>> envs.close()
     """
 
-    def __init__(self, factory: PettingZooEngineFactory, count: int, **options: Any) -> None:
+    def __init__(self, factory: PettingZooEngineFactory | BatchEngineFactory, count: int, **options: Any) -> None:
         rows = factory.rows
         self.agent_rows = rows
         self.possible_agents = list(rows.agents)

@@ -170,7 +170,8 @@ def evaluate(policy: Policy, env_id: str, episodes: int = 1000, num_envs: int = 
         n = envs.num_envs
         obs, _ = envs.reset(seed=seed)
         starts = np.ones(n, np.bool_)
-        running, returns = np.zeros(n), []
+        running = np.zeros(n)
+        returns: list[float] = []
         while len(returns) < episodes:
             obs, reward, term, trunc, _ = envs.step(policy(obs, starts))
             running += reward

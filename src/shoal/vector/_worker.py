@@ -93,7 +93,7 @@ def _unpicklable(value: Any, ids: Any, exc: Exception) -> Exception:
 def _entry_parts(entries: list[Entry]) -> list[tuple[int, str, Any]]:
     parts: list[tuple[int, str, Any]] = []
     for entry in entries:
-        if type(entry) is Finals:
+        if isinstance(entry, Finals):
             parts += [(env_id, "observation", obs) for env_id, obs in zip(entry.ids.tolist(), entry.obs)]
             parts += [(env_id, "info", info) for env_id, info in zip(entry.ids.tolist(), entry.infos)]
         else:
@@ -114,7 +114,7 @@ class Signals(NamedTuple):
     """What a worker needs to build its end of its :class:`~shoal.vector.link.Link` (picklable for spawn)."""
 
     memory: Any  # the shared counter block
-    count: int
+    counters: int  # how many it holds
     host: int
     ring: int
     spin_s: float
@@ -123,7 +123,7 @@ class Signals(NamedTuple):
         """This worker's end of its link; ``stalled`` runs every :data:`_ORPHAN_POLL_S` that a message to or from
         the parent waits."""
         channel = Channel(conn, stalled, _ORPHAN_POLL_S)
-        return Link(channel, Counters(self.memory, self.count), self.host, self.ring)
+        return Link(channel, Counters(self.memory, self.counters), self.host, self.ring)
 
 
 def orphan_check(parent: int) -> Any:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import warnings
 import weakref
-from typing import Any, Callable, Iterable, Literal, Sequence
+from typing import Any, Callable, Iterable, Literal, Sequence, TypeVar
 
 import gymnasium
 import numpy as np
@@ -46,6 +46,7 @@ from shoal.vector.state import AsyncState, check_idle, check_timeout, check_wait
 from shoal.vector.transport import EngineFactory, Transport
 
 Backend = Literal["serial", "multiprocessing", "ray"]
+_Self = TypeVar("_Self", bound="VectorEnv")
 
 
 def split_groups(num_envs: int, num_groups: int) -> list[range]:
@@ -55,7 +56,8 @@ def split_groups(num_envs: int, num_groups: int) -> list[range]:
     return [range(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
 
 
-class VectorEnv(Calls, gymnasium.vector.VectorEnv):
+# np_random and np_random_seed are per-env tuples, as on Gymnasium's Sync/AsyncVectorEnv (the base class types one)
+class VectorEnv(Calls, gymnasium.vector.VectorEnv):  # type: ignore[misc]
     """A batch of envs stepped by a backend, behind Gymnasium's ``VectorEnv`` API.
 
     Build one with :func:`shoal.make`, :class:`shoal.AtariVectorEnv` or the drop-in
@@ -430,10 +432,12 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
             return
         self._action_layout.write(self._buffers.actions, self._held_rows, batch)
         if self._action_layout.loose:  # leaves without a fixed size go with the command, one tuple per env
+            held = self._held
+            assert held is not None  # _sendable checked it
             per_env = list(zip(*self._action_layout.loose_values(batch)))
-            starts = np.cumsum([0] + [len(self.groups[g]) for g in self._held]).tolist()
+            starts = np.cumsum([0] + [len(self.groups[g]) for g in held]).tolist()
             commands = {
-                g: Command(Op.STEP, self._group_ids(g), per_env[a:b]) for g, a, b in zip(self._held, starts, starts[1:])
+                g: Command(Op.STEP, self._group_ids(g), per_env[a:b]) for g, a, b in zip(held, starts, starts[1:])
             }
             self._dispatch_step(ids, ids, commands)
             return
@@ -458,9 +462,11 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
 
     def _send_sequences(self, ids: np.ndarray, values: np.ndarray, offsets: np.ndarray, gamma: float) -> None:
         self._check_env_actions(ids, values, offsets)
-        starts = np.cumsum([0] + [len(self.groups[g]) for g in self._held])[:-1].tolist()
+        held = self._held
+        assert held is not None  # _sendable checked it
+        starts = np.cumsum([0] + [len(self.groups[g]) for g in held])[:-1].tolist()
         parts = Sequences(values, offsets, gamma).split(starts)
-        commands = {g: Command(Op.SEQUENCES, self._group_ids(g), p) for g, p in zip(self._held, parts)}
+        commands = {g: Command(Op.SEQUENCES, self._group_ids(g), p) for g, p in zip(held, parts)}
         self._dispatch_step(ids, ids[np.diff(offsets) > 0], commands)
 
     def _dispatch_step(
@@ -480,19 +486,20 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
                     f"envs {ended.tolist()} ended their episode and autoreset_mode='disabled': reset them with "
                     f"reset(options={{'reset_mask': mask}}) before stepping them again"
                 )
+        held = self._held
+        assert held is not None  # _sendable checked it
         if self._buffers.slots_on[0]:
             self._buffers.obs_target[ids] = self._write_slot
-        sequences = commands is not None and next(iter(commands.values())).op is Op.SEQUENCES
-        if sequences:
+        if commands is not None and next(iter(commands.values())).op is Op.SEQUENCES:
             self._used_sequences |= set(commands)
         elif self._used_sequences:
-            self._used_sequences -= set(self._held)
+            self._used_sequences -= set(held)
         try:
             if commands is not None:
                 self._transport.dispatch(commands)
             else:
-                self._transport.step(self._held, own_actions)
-            self._sent, self._state = self._held, AsyncState.WAITING_STEP
+                self._transport.step(held, own_actions)
+            self._sent, self._state = held, AsyncState.WAITING_STEP
         except BaseException as exc:
             if not isinstance(exc, Exception):  # an interrupt: some groups may be stepping (see _check_idle)
                 self._interrupted = True
@@ -639,12 +646,11 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
                 stacklevel=3,
             )
 
-    def __enter__(self) -> VectorEnv:
+    def __enter__(self: _Self) -> _Self:
         return self
 
-    def __exit__(self, *args: Any) -> bool:
+    def __exit__(self, *args: Any) -> None:
         self.close()
-        return False
 
     # -- helpers -----------------------------------------------------------------------------------------------------
 
@@ -717,10 +723,11 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):
         ``extras``: the engine's info arrays, copied out already (in the order of the buffers' ``extras``)."""
         entries = [entry for _, result in answers if result for entry in result]
         infos: dict[str, Any] = {}
-        if entries and ids is None:
-            infos = merge_infos(entries, self.num_envs, records=self._records)
-        elif entries:
-            infos = merge_infos(entries, len(ids), {e: r for r, e in enumerate(ids.tolist())}, self._records)
+        if entries:
+            if ids is None:
+                infos = merge_infos(entries, self.num_envs, records=self._records)
+            else:
+                infos = merge_infos(entries, len(ids), {e: r for r, e in enumerate(ids.tolist())}, self._records)
         if extras is None:
             extras = [_take(array, rows) for array in self._buffers.extras.values()]
         infos.update(zip(self._buffers.extras, extras))

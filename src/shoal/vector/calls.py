@@ -7,7 +7,7 @@ is parked first (its answers kept for the next ``recv``), observations are moved
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
@@ -15,10 +15,27 @@ from shoal.errors import ConfigError
 from shoal.vector.engine import Command, Op
 from shoal.vector.state import AsyncState, check_timeout, whole
 
+if TYPE_CHECKING:
+    from shoal.vector.transport import Transport
+
 
 class Calls:
     """The call methods of :class:`~shoal.vector.base.VectorEnv` (a mixin: it uses the vector env's transport,
     groups and state machine)."""
+
+    if TYPE_CHECKING:  # what it uses of the vector env, for type checkers
+        num_envs: int
+        groups: list[range]
+        _transport: Transport
+        _state: AsyncState
+        _interrupted: bool
+        _calling: bool
+
+        def _check_waiting(self, state: AsyncState, name: str) -> None: ...
+        def _check_idle(self, name: str, full: bool = False) -> None: ...
+        def _cut_short(self, exc: BaseException) -> None: ...
+        def _quiesce_for_call(self) -> None: ...
+        def _group_ids(self, group: int) -> np.ndarray: ...
 
     @whole
     def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:

@@ -141,13 +141,13 @@ def is_sequence_batch(space: spaces.Space, actions: Any) -> bool:
     """
     if not isinstance(actions, (list, tuple)) or not isinstance(space, _ARRAY_SPACES):
         return False
-    ndim = len(space.shape)
+    ndim = len(space.shape or ())  # (never None for these spaces)
     return any(isinstance(a, np.ndarray) and a.ndim == ndim + 1 for a in actions)
 
 
 def check_sequences(space: spaces.Space, sequences: Any, n: int, gamma: Any) -> tuple[np.ndarray, np.ndarray, float]:
     """Per-env sequences as ``(values, offsets, gamma)``: env ``j`` runs ``values[offsets[j]:offsets[j + 1]]``."""
-    _check_sequence_space(space)
+    shape = _sequence_action_shape(space)
     if len(sequences) != n:
         raise ActionError(f"expected one action sequence per env ({n}), got {len(sequences)}")
     gamma = _check_gamma(gamma)
@@ -155,18 +155,18 @@ def check_sequences(space: spaces.Space, sequences: Any, n: int, gamma: Any) -> 
     for j, seq in enumerate(sequences):
         if not isinstance(seq, np.ndarray):
             raise ActionError(
-                f"sequence {j}: expected a numpy array of shape (length, {', '.join(map(str, space.shape))}), "
+                f"sequence {j}: expected a numpy array of shape (length, {', '.join(map(str, shape))}), "
                 f"got {type(seq).__name__}"
             )
-        if seq.ndim != len(space.shape) + 1:
-            raise ActionError(f"sequence {j}: expected {len(space.shape) + 1} axes, got shape {seq.shape}")
+        if seq.ndim != len(shape) + 1:
+            raise ActionError(f"sequence {j}: expected {len(shape) + 1} axes, got shape {seq.shape}")
         parts.append(check_batch(space, seq, len(seq), f"sequence {j}"))
     offsets = np.zeros(n + 1, dtype=np.int64)
     offsets[1:] = np.cumsum([len(p) for p in parts])
     if offsets[-1]:
         values = np.concatenate(parts).astype(space.dtype, copy=False)
     else:
-        values = np.zeros((0, *space.shape), space.dtype)
+        values = np.zeros((0, *shape), space.dtype)
     return values, offsets, gamma
 
 
@@ -174,7 +174,7 @@ def check_flat_sequences(
     space: spaces.Space, values: Any, offsets: Any, n: int, gamma: Any
 ) -> tuple[np.ndarray, np.ndarray, float]:
     """Sequences given flat, ``values`` plus ``n + 1`` non-decreasing ``offsets`` from 0 to ``len(values)``."""
-    _check_sequence_space(space)
+    _sequence_action_shape(space)
     gamma = _check_gamma(gamma)
     offsets = _as_array(offsets, "sequence offsets")
     _check_integers(offsets, "sequence offsets")
@@ -188,9 +188,11 @@ def check_flat_sequences(
     return values.astype(space.dtype, copy=False), offsets.astype(np.int64, copy=False), gamma
 
 
-def _check_sequence_space(space: spaces.Space) -> None:
-    if not isinstance(space, (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)):
+def _sequence_action_shape(space: spaces.Space) -> tuple[int, ...]:
+    """The shape of one action of ``space``, which must be an array space (sequences are arrays of them)."""
+    if not isinstance(space, _ARRAY_SPACES) or space.shape is None:
         raise ActionError(f"action sequences need an array action space (Box, Discrete, ...), got {space}")
+    return space.shape
 
 
 def _check_gamma(gamma: Any) -> float:

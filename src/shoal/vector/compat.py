@@ -8,13 +8,15 @@ arguments: everything else is the one :class:`~shoal.vector.base.VectorEnv`.
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, cast
 
 from gymnasium import Env, Space, spaces
 from gymnasium.vector import AutoresetMode
 
 from shoal.errors import ConfigError
 from shoal.vector.base import VectorEnv
+from shoal.vector.gym_engine import GymEngine
+from shoal.vector.serial import SerialTransport
 
 
 def _adopt(target: VectorEnv, env_fns: list[Callable[[], Env]], caller: str, **kwargs: Any) -> None:
@@ -55,7 +57,9 @@ class SyncVectorEnv(VectorEnv):
     @property
     def envs(self) -> list[Env]:
         """The sub-environments, in order."""
-        return [env for engine in self._transport.engines for env in engine.envs]
+        transport = self._transport
+        assert isinstance(transport, SerialTransport)  # backend="serial", each group a GymEngine
+        return [env for engine in transport.engines for env in cast(GymEngine, engine).envs]
 
 
 class AsyncVectorEnv(VectorEnv):

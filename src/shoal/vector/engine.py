@@ -153,7 +153,8 @@ class Engine(ABC):
         self.env_ids = env_ids
         self.buffers = buffers
         self.autoreset_mode = AutoresetMode(autoreset_mode)
-        self._run_ids, self._run_at = np.arange(0), slice(0)  # see _run
+        self._run_ids = np.arange(0)  # see _run
+        self._run_at: slice | np.ndarray = slice(0)
         self.loose_obs: dict[int, tuple] = {}
         """Where an engine puts the loose leaves of the observations it writes (by env id): they go back with the
         answer (:class:`LooseObs`). Empty unless the observation space has leaves without a fixed size."""
@@ -299,20 +300,19 @@ class Engine(ABC):
         of ``ids``, as those rows would hold them) where the calling process hands its own engine the batch it
         checked instead of writing it into the buffers first."""
         b, at = self.buffers, self._run(ids)
-        if actions is None:
-            actions = b.actions[at]
-        if loose_actions is not None:
-            actions = [b.spec.action.item(actions, j, loose) for j, loose in enumerate(loose_actions)]
+        batch: Any = b.actions[at] if actions is None else actions
+        if loose_actions is not None:  # one value per env
+            batch = [b.spec.action.item(batch, j, loose) for j, loose in enumerate(loose_actions)]
         ended = self._ended(ids)
         if ended is None:
             b.steps_taken[at] = 1
-            infos = self._step_envs(ids, actions)
+            infos = self._step_envs(ids, batch)
         elif np.count_nonzero(ended) == len(ended):  # every env of the group autoresets: no step at all
             return self._settle_reset(ids, self._autoreset_envs(ids))
         else:  # the whole group in one call, not the resets then the rest: a subset of a group is not a slice.
             # _finish sets needs_reset from the flags the step wrote
             b.steps_taken[at] = ~ended
-            infos = self._advance_envs(ids, actions, ended)
+            infos = self._advance_envs(ids, batch, ended)
         b.settle(ids)
         return self._finish(ids, infos)
 
@@ -401,12 +401,13 @@ class Engine(ABC):
             return [finals]
         entries: InfoEntries = []
         steps, resets = iter(step_infos or repeat({})), iter(reset_infos or repeat({}))
+        pending: Finals | None = finals
         for env_id, over in zip(ids.tolist(), overs):  # in env order: the finals where the first ended env is
             info = next(steps)
             if over:
-                if finals is not None:
-                    entries.append(finals)
-                    finals = None
+                if pending is not None:
+                    entries.append(pending)
+                    pending = None
                 info = next(resets)
             if info:
                 entries.append((env_id, info))
@@ -423,4 +424,4 @@ def run_of(ids: np.ndarray) -> slice | np.ndarray:
 
 
 def _env_of(entry: Entry) -> int:
-    return int(entry.ids[0]) if type(entry) is Finals else entry[0]
+    return int(entry.ids[0]) if isinstance(entry, Finals) else entry[0]

@@ -88,9 +88,9 @@ def merge_infos(
     env's row (None: rows are env ids); ``records``: reads final observations sent as records one by one."""
     infos: dict[str, Any] = {}
     for entry in entries:
-        if type(entry) is Finals:
+        if isinstance(entry, Finals):
             ids = entry.ids if row_of is None else np.array([row_of[e] for e in entry.ids.tolist()], dtype=np.intp)
-            add_finals(infos, entry, ids, size, entry.obs if type(entry.obs) is list else records(entry.obs))
+            add_finals(infos, entry, ids, size, entry.obs if isinstance(entry.obs, list) else records(entry.obs))
         else:
             env_id, info = entry
             add_info(infos, info, env_id if row_of is None else row_of[env_id], size)

@@ -112,6 +112,7 @@ def choose_workers(units: int, cores: int, others: float, step_cost: Callable[[]
     else:
         free = int(cores - others + 0.5)
         workers = min(units, free) if free >= 2 else 1
+    assert cost is not None  # (each path here measured it)
     log.info(
         "%.1f other runnable tasks on %d cores and ~%.1f us an env step: %d worker%s", others, cores, cost * 1e6,
         workers, "" if workers == 1 else "s",

@@ -51,7 +51,7 @@ from shoal.vector.link import (
     counters_needed,
     wait,
 )
-from shoal.vector.engine import Command
+from shoal.vector.engine import Command, Engine
 from shoal.vector.transport import EngineFactory, Transport, answer_of, messages, pickled, raise_first, timed_out
 
 _CLOSE_GRACE_S = 2.0
@@ -97,7 +97,7 @@ class MultiprocessingTransport(Transport):
                 f"context must be None (the platform's default) or one of {mp.get_all_start_methods()}, got "
                 f"{context!r}"
             )
-        ctx = mp.get_context(context)
+        ctx: Any = mp.get_context(context)  # (typeshed's BaseContext lacks Process)
         self._memory = ctx.RawArray("b", max(spec.nbytes, 1))
         self.buffers = spec.view(self._memory)
         ring = max(len(members) for members in self.hosts)
@@ -106,7 +106,7 @@ class MultiprocessingTransport(Transport):
         self._counters = Counters(self._counter_memory, count)
         self._inline = inline
         self.own_rows = slice(0, self.groups[0].stop) if inline else None
-        self._engine = None
+        self._engine: Engine | None = None  # the calling process's own (inline)
         self._procs: dict[int, Any] = {}  # host -> worker process
         self._links: dict[int, Link] = {}  # host -> its link
         self._queued: dict[int, deque[int]] = {}  # host -> its groups sent a command, in the order sent
@@ -114,7 +114,7 @@ class MultiprocessingTransport(Transport):
         self._waits: dict[tuple[int, ...], tuple[list[Link], list[Channel], Poller]] = {}  # see _wait()
         self._hosts_waited: dict[tuple[int, ...], tuple[int, ...]] = {}  # see _gather_as_they_come()
         self._next_check = 0.0  # when _wait looks for dead hosts next
-        self._plans: dict[tuple[int, ...], list[tuple[int, list[int], list[int]]]] = {}  # see step()
+        self._plans: dict[tuple[int, ...], tuple[list[tuple[int, list[int], list[int]]], bool]] = {}  # see step()
         factory_bytes = pickled(factory, "the env constructors (to start the worker processes)")
         try:
             for host, members in enumerate(self.hosts):
@@ -152,6 +152,7 @@ class MultiprocessingTransport(Transport):
         for group, message in messages(remote).items():
             self._send(group, message)
         if self._inline and 0 in commands:  # step our own share while the workers step theirs
+            assert self._engine is not None  # made with the workers
             self._answers[0] = answer_of(self._engine.execute, commands[0])
 
     def step(self, groups: Sequence[int], own_actions: np.ndarray | None = None) -> None:
@@ -175,6 +176,7 @@ class MultiprocessingTransport(Transport):
             except (BrokenPipeError, ConnectionResetError, EOFError):
                 raise self._died(host) from None
         if own:  # step our own share while the workers step theirs
+            assert self._engine is not None  # made with the workers
             self._answers[0] = answer_of(self._engine.run_step, self.group_ids[0], own_actions)
 
     def owes(self) -> bool:

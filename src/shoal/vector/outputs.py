@@ -54,6 +54,7 @@ def leaf_check(space: spaces.Space, prefix: str = "") -> Callable[[Any], Any]:
     """``check(value)``: ``value`` itself if it can be stored in a record of ``space`` (a fixed-size leaf) without
     loss, else :class:`Rejected` (its text after ``prefix``)."""
     dtype = np.dtype(space.dtype)
+    assert space.shape is not None  # a fixed-size leaf
     shape = tuple(space.shape)
     integer = dtype.kind in "iub"
     scalars = _scalar_types(dtype, shape)

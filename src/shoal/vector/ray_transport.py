@@ -75,7 +75,7 @@ def connect(address: str | None = None) -> Any:
 def hold(address: str | None = None) -> tuple[Any, bool]:
     """:func:`connect`, and whether the caller holds a local Ray shoal started (then it must :func:`release` it)."""
     ray = connect(address)
-    held = _local["started"]
+    held = bool(_local["started"])
     _local["open"] += held
     return ray, held
 
@@ -127,7 +127,7 @@ class _Node:
 
     def __init__(self, index: int, actor: Any, groups: list[int], ids: range) -> None:
         self.index, self.actor, self.groups, self.ids = index, actor, groups, ids
-        self.channel: Channel | None = None  # its connection
+        self.connection: Channel | None = None  # set once its actor is ready (RayTransport._start)
         self.serving: Any = None  # the ref of its serve() call: it ends when the actor does
         self.where = ""  # its node's address and the actor's pid, for errors
         self.node_id = ""  # the Ray node it runs on
@@ -135,6 +135,13 @@ class _Node:
         self.owed: set[int] = set()  # its groups sent a command and not answered yet
         self.taken = 0  # its replies read (each carries its number)
         self.check_alive: Any = None  # run while a message to or from it waits (RayTransport._check_alive)
+
+    @property
+    def channel(self) -> Channel:
+        """Its connection (every node has one once the transport has started)."""
+        if self.connection is None:
+            raise RuntimeError(f"Ray actor {self.index} is not connected yet")
+        return self.connection
 
 
 class RayTransport(Transport):
@@ -200,7 +207,7 @@ class RayTransport(Transport):
         ])
         for node, (_, address, pid, node_id) in zip(self._nodes, replies):
             node.serving = node.actor.serve.remote()
-            node.channel = Channel(dial(address, key, node.index))
+            node.connection = Channel(dial(address, key, node.index))
             node.where, node.node_id, node.pid = f"on {address[0]}, pid {pid}", node_id, pid
 
     # -- moving data -----------------------------------------------------------------------------------------------
@@ -228,8 +235,8 @@ class RayTransport(Transport):
         if plan is None:  # per node: its groups among these (a few sets of groups recur)
             if len(self._plans) > 256:
                 self._plans.clear()
-            plan = [(n, [g for g in key if self._node_of[g] is n]) for n in self._nodes]
-            plan = self._plans[key] = [(n, mine, [self.groups[g] for g in mine]) for n, mine in plan if mine]
+            mine_by_node = [(n, [g for g in key if self._node_of[g] is n]) for n in self._nodes]
+            plan = self._plans[key] = [(n, mine, [self.groups[g] for g in mine]) for n, mine in mine_by_node if mine]
         actions = self.buffers.actions
         for node, mine, ranges in plan:
             self._send(node, step_request(mine, actions, ranges), mine)
@@ -406,16 +413,17 @@ class RayTransport(Transport):
     def close(self, terminate: bool = False) -> None:
         nodes_, self._nodes, self._answers = self._nodes, [], {}
         for node in nodes_:
-            if node.channel is not None:
+            channel = node.connection
+            if channel is not None:
                 if not terminate:
                     try:
-                        node.channel.flush(node.check_alive, CHECK_S)  # what an interrupt left half-sent first
-                        node.channel.send(CLOSE, node.check_alive, CHECK_S)
+                        channel.flush(node.check_alive, CHECK_S)  # what an interrupt left half-sent first
+                        channel.send(CLOSE, node.check_alive, CHECK_S)
                     except OSError:  # already gone
                         pass
                 # Closed at once: a node still sending a reply (an asynchronous batch in flight) then fails to,
                 # rather than wait for a reader, and ends as a node that read CLOSE does.
-                node.channel.close()
+                channel.close()
         serving = [n.serving for n in nodes_ if n.serving is not None and not terminate]
         if serving:  # each closes its pool and returns
             self._ray.wait(serving, num_returns=len(serving), timeout=_CLOSE_GRACE_S)

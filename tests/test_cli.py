@@ -144,6 +144,17 @@ def test_interrupted_sweep_resumes_where_it_stopped_and_matches_an_uninterrupted
         sweep(games, out=tmp_path, **kwargs)
 
 
+@pytest.mark.parametrize(
+    ("seeds", "match"),
+    [(True, "positive count"), (0, "positive count"), ([], "non-negative integers"), ([0, -1], "non-negative integers"),
+     ([1, 1], "must not repeat")],
+)
+def test_sweep_refuses_bad_seeds_before_running_anything(tmp_path, seeds, match):
+    with pytest.raises(ConfigError, match=match):
+        sweep(["pong"], seeds, episodes=1, backend="serial", out=tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
 class Prefers17:
     """A policy whose logits rise with the action index: its argmax is each game's highest legal action."""
 

@@ -15,14 +15,24 @@ from fakes import SpaceEnv
 from helpers import assert_same
 
 import shoal
-from shoal.errors import ConfigError
+from shoal.errors import ActionError, ConfigError
 
 sb3 = pytest.importorskip("stable_baselines3", reason="Stable-Baselines3 is the sb3 extra: pip install 'shoal[sb3]'")
 from stable_baselines3.common.vec_env import DummyVecEnv  # noqa: E402
 
 import shoal.sb3  # noqa: E402
 
-CASES = [("dict", "discrete"), ("box_f32", "multidiscrete")]
+CASES = [("dict", "discrete"), ("box_f32", "multidiscrete"), ("tuple", "dict")]
+
+# Each way to build the adapter: over a shoal vector env, or SB3's own form (env constructors) with the drop-ins
+BUILDS = {
+    "VecEnv serial": lambda fns: shoal.sb3.VecEnv(shoal.make(fns, autoreset_mode="same_step", backend="serial")),
+    "VecEnv mp": lambda fns: shoal.sb3.VecEnv(
+        shoal.make(fns, autoreset_mode="same_step", num_workers=2, inline=False)
+    ),
+    "DummyVecEnv": lambda fns: shoal.sb3.DummyVecEnv(fns),
+    "SubprocVecEnv": lambda fns: shoal.sb3.SubprocVecEnv(fns, start_method="spawn"),
+}
 
 
 def _fns(obs, act, n=4):
@@ -30,21 +40,22 @@ def _fns(obs, act, n=4):
 
 
 @pytest.mark.parametrize("obs,act", CASES)
-@pytest.mark.parametrize("config", [{"backend": "serial"}, {"num_workers": 2, "inline": False}], ids=["serial", "mp"])
-def test_adapter_equals_sb3_dummy_vec_env(obs, act, config):
+@pytest.mark.parametrize("build", list(BUILDS))
+def test_adapter_equals_sb3_dummy_vec_env(obs, act, build):
     ref = DummyVecEnv(_fns(obs, act))
-    envs = shoal.sb3.VecEnv(shoal.make(_fns(obs, act), autoreset_mode="same_step", **config))
+    envs = BUILDS[build](_fns(obs, act))
     assert envs.observation_space == ref.observation_space and envs.action_space == ref.action_space
     assert envs.num_envs == ref.num_envs and envs.render_mode == ref.render_mode
-    space = gym.vector.utils.batch_space(ref.action_space, 4)
-    space.seed(0)
+    ref.action_space.seed(0)
     for vec in (ref, envs):
         assert vec.seed(3) == [3, 4, 5, 6]
     assert_same(envs.reset(), ref.reset())
     assert envs.reset_infos == [{k: v for k, v in i.items()} for i in ref.reset_infos]
     dones = 0
     for t in range(40):
-        actions = space.sample()
+        actions = [ref.action_space.sample() for _ in range(4)]  # SB3's form: actions[i] is env i's
+        if isinstance(ref.action_space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete)):
+            actions = np.array(actions)  # what SB3's algorithms pass for array spaces
         got, want = envs.step(actions), ref.step(actions)
         assert_same(got[0], want[0], f"obs at step {t}")
         assert_same(got[1], want[1], f"rewards at step {t}")
@@ -74,6 +85,71 @@ def test_attributes_and_methods_reach_only_the_envs_named():
     wrapped = shoal.sb3.VecEnv(shoal.make("CartPole-v1", 2, autoreset_mode="same_step", backend="serial"))
     assert wrapped.env_is_wrapped(gym.wrappers.TimeLimit) == [True, True]
     wrapped.close()
+
+
+def test_negative_indices_count_from_the_end_as_in_sb3():
+    ref, envs = DummyVecEnv(_fns("box_f32", "discrete", 3)), shoal.sb3.SubprocVecEnv(_fns("box_f32", "discrete", 3))
+    for vec in (ref, envs):
+        vec.reset()
+        vec.set_attr("tag", "last", indices=[-1])
+        assert vec.get_attr("tag") == ["initial", "initial", "last"]
+        assert vec.env_method("scaled", 2, indices=[0, -3]) == [0, 0]
+        with pytest.raises(IndexError):
+            vec.get_attr("tag", indices=[3])
+        vec.close()
+
+
+def test_per_env_reset_options_reach_their_envs():
+    ref, envs = DummyVecEnv(_fns("box_f32", "discrete")), shoal.sb3.DummyVecEnv(_fns("box_f32", "discrete"))
+    for vec in (ref, envs):
+        vec.seed(7)
+        vec.set_options([{"note": "a"}, {"note": "b"}, {"note": "a"}, {}])
+    assert_same(envs.reset(), ref.reset())
+    assert envs.reset_infos == ref.reset_infos
+    assert [i.get("note") for i in envs.reset_infos] == ["a", "b", "a", None]
+    envs.reset()  # options apply to one reset only
+    assert [i.get("note") for i in envs.reset_infos] == [None] * 4
+    envs.close()
+    ref.close()
+
+
+def test_drop_ins_take_sb3s_place_in_make_vec_env():
+    from stable_baselines3.common.env_util import make_vec_env
+
+    for cls in (shoal.sb3.DummyVecEnv, shoal.sb3.SubprocVecEnv):
+        ours = make_vec_env("CartPole-v1", n_envs=3, seed=0, vec_env_cls=cls)
+        ref = make_vec_env("CartPole-v1", n_envs=3, seed=0)
+        assert isinstance(ours, cls) and isinstance(ours.venv_shoal, shoal.vector.base.VectorEnv)
+        assert_same(ours.reset(), ref.reset())
+        for _ in range(30):
+            got, want = ours.step(np.array([1, 0, 1])), ref.step(np.array([1, 0, 1]))
+            for g, w in zip(got[:3], want[:3]):
+                assert_same(g, w)
+        ours.close()
+        ref.close()
+    dummy = shoal.sb3.DummyVecEnv(_fns("box_f32", "discrete", 2))
+    assert [env.max_steps for env in dummy.envs] == [5, 6]  # the envs themselves, as on SB3's DummyVecEnv
+    dummy.close()
+    with pytest.raises(ConfigError, match=r"cannot find context for 'illegal_method'"):
+        shoal.sb3.SubprocVecEnv(_fns("box_f32", "discrete", 2), start_method="illegal_method")
+
+
+def test_a_constructor_that_returns_one_env_twice_is_refused():
+    env = SpaceEnv("box_f32", "discrete")
+    for build in (shoal.sb3.DummyVecEnv, lambda fns: shoal.make(fns, num_workers=2)):
+        with pytest.raises(ConfigError, match=r"env_fns\[1\] returned the same env object as env_fns\[0\]"):
+            build([lambda: env] * 4)
+
+
+def test_per_env_actions_of_a_dict_space_must_be_one_per_env():
+    envs = shoal.sb3.DummyVecEnv(_fns("box_f32", "dict", 2))
+    envs.reset()
+    one = envs.action_space.sample()
+    with pytest.raises(ActionError, match=r"expected one action of Dict.* per env \(2; SB3's form"):
+        envs.step([one])
+    with pytest.raises(ActionError, match=r"could not batch them"):
+        envs.step([one, {"pos": one["pos"]}])
+    envs.close()
 
 
 def test_ppo_trains_on_shoal():

@@ -3,25 +3,35 @@
     >>> envs = shoal.make("CartPole-v1", 8, autoreset_mode="same_step")
     >>> model = stable_baselines3.PPO("MlpPolicy", shoal.sb3.VecEnv(envs)).learn(10_000)
 
+or, as SB3's own classes take env constructors, their drop-ins: :class:`DummyVecEnv` (the envs in this process) and
+:class:`SubprocVecEnv` (in worker processes, several envs per worker, one worker per core):
+
+    >>> from shoal.sb3 import SubprocVecEnv
+    >>> envs = make_vec_env("CartPole-v1", n_envs=8, vec_env_cls=SubprocVecEnv)
+
 A thin translation of SB3's API onto the one :class:`~shoal.vector.base.VectorEnv`: ``step_async``/``step_wait``
 are its ``send``/``recv`` (so the envs step while SB3 does other work), ``dones`` are ``terminated | truncated``,
 each done env's ``infos[i]`` holds its episode's last info with ``terminal_observation`` and
 ``TimeLimit.truncated``, and ``reset_infos[i]`` the info of the reset that followed (SB3 resets in the step that
-ends an episode, Gymnasium's same-step autoreset, which the vector env must use). A multi-agent env's padding rows
-(their agent is absent) are done, with their own zero observation as ``terminal_observation``. ``seed`` and
-``set_options`` apply to the next ``reset``, as in SB3; ``get_attr``/``set_attr``/``env_method`` reach only the envs
-of ``indices``.
+ends an episode, Gymnasium's same-step autoreset, which the vector env must use). Actions are SB3's: ``actions[i]``
+is env ``i``'s (for a Dict or Tuple space, a list of per-env dicts or tuples, batched here). A multi-agent env's
+padding rows (their agent is absent) are done, with their own zero observation as ``terminal_observation``. ``seed``
+and ``set_options`` apply to the next ``reset``, as in SB3; ``get_attr``/``set_attr``/``env_method`` reach only the
+envs of ``indices`` (negative ones count from the end).
 Needs ``pip install "shoal[sb3]"`` (with PyTorch installed first, or pip pulls its CUDA build).
 """
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
+import gymnasium as gym
 import numpy as np
+from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
+from gymnasium.vector.utils import concatenate, create_empty_array
 
-from shoal.errors import ConfigError, MissingDependencyError
+from shoal.errors import ActionError, ConfigError, MissingDependencyError
 
 try:
     from stable_baselines3.common.vec_env import VecEnv as _SB3VecEnv
@@ -30,7 +40,9 @@ except ImportError as exc:  # this module is only imported by those who use it
         'shoal.sb3 needs Stable-Baselines3: pip install "shoal[sb3]" (install torch first: pip install torch)'
     ) from exc
 
-__all__ = ["VecEnv"]
+__all__ = ["DummyVecEnv", "SubprocVecEnv", "VecEnv"]
+
+_ARRAY_SPACES = (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)
 
 
 class VecEnv(_SB3VecEnv):
@@ -59,17 +71,35 @@ class VecEnv(_SB3VecEnv):
     # -- stepping --------------------------------------------------------------------------------------------------
 
     def reset(self) -> Any:
+        n = self.num_envs
         seeds = None if all(s is None for s in self._seeds) else list(self._seeds)
-        options = self._options[0] if self._options else {}
-        if any(o != options for o in self._options):
-            raise ConfigError("shoal resets every env with the same options: pass one dict to set_options")
-        obs, info = self.venv_shoal.reset(seed=seeds, options=dict(options) or None)
-        self.reset_infos = unbatch(info, self.num_envs)
+        parts: list[tuple[dict, list[int]]] = []  # each set of options, and the envs it is for
+        for i, options in enumerate(self._options or [{}] * n):
+            same = next((ids for o, ids in parts if o == options), None)
+            if same is None:
+                parts.append((options, [i]))
+            else:
+                same.append(i)
+        if len(parts) == 1:
+            obs, info = self.venv_shoal.reset(seed=seeds, options=dict(parts[0][0]) or None)
+            self.reset_infos = unbatch(info, n)
+        else:  # envs with different options: a partial reset of each set (its reset_mask), in turn
+            self.reset_infos = [{} for _ in range(n)]
+            for options, ids in parts:
+                mask = np.zeros(n, np.bool_)
+                mask[ids] = True
+                obs, info = self.venv_shoal.reset(seed=seeds, options={**options, "reset_mask": mask})
+                infos = unbatch(info, n)
+                for i in ids:
+                    self.reset_infos[i] = infos[i]
         self._reset_seeds()
         self._reset_options()
         return obs
 
-    def step_async(self, actions: np.ndarray) -> None:
+    def step_async(self, actions: Any) -> None:
+        space = self.action_space
+        if not isinstance(space, _ARRAY_SPACES):  # per-env values (actions[i] is env i's) as one batch
+            actions = _batched(space, actions, self.num_envs)
         self.venv_shoal.send(actions)
 
     def step_wait(self) -> tuple[Any, np.ndarray, np.ndarray, list[dict]]:
@@ -123,7 +153,55 @@ class VecEnv(_SB3VecEnv):
         return list(self.venv_shoal.render())
 
     def _indices(self, indices: Any) -> list[int]:
-        return list(self._get_indices(indices))
+        envs = range(self.num_envs)  # negative indices count from the end, as in SB3's envs[i]
+        return [envs[i] for i in self._get_indices(indices)]
+
+
+class DummyVecEnv(VecEnv):
+    """SB3's ``DummyVecEnv``: the envs made by ``env_fns``, stepped in this process (shoal's serial backend).
+
+    ``envs`` is the list of envs, as on SB3's.
+    """
+
+    def __init__(self, env_fns: Sequence[Callable[[], gym.Env]]) -> None:
+        from shoal.vector import SyncVectorEnv
+
+        super().__init__(SyncVectorEnv(list(env_fns), autoreset_mode=AutoresetMode.SAME_STEP))
+
+    @property
+    def envs(self) -> list[gym.Env]:
+        """The envs, in order."""
+        return self.venv_shoal.envs
+
+
+class SubprocVecEnv(VecEnv):
+    """SB3's ``SubprocVecEnv``: the envs made by ``env_fns`` in worker processes. Unlike SB3's (a process per env),
+    each worker hosts several envs, one worker per core (shoal's multiprocessing backend and its defaults).
+
+    Args:
+        env_fns: the env constructors.
+        start_method: the ``multiprocessing`` start method (``"fork"``, ``"spawn"``, ``"forkserver"``; None: the
+            platform's default).
+    """
+
+    def __init__(self, env_fns: Sequence[Callable[[], gym.Env]], start_method: str | None = None) -> None:
+        from shoal.make import make
+
+        super().__init__(make(list(env_fns), autoreset_mode="same_step", context=start_method))
+
+
+def _batched(space: spaces.Space, actions: Any, n: int) -> Any:
+    """SB3's per-env actions of a space whose batch is not one array (Dict, Tuple, ...) as the vector env's batch."""
+    if isinstance(actions, (str, bytes, dict)) or not hasattr(actions, "__len__") or len(actions) != n:
+        raise ActionError(
+            f"actions: expected one action of {space} per env ({n}; SB3's form: actions[i] is env i's), got "
+            f"{type(actions).__name__}{f' of length {len(actions)}' if hasattr(actions, '__len__') else ''}"
+        )
+    out: Any = create_empty_array(space, n)  # (None for a custom space: its batch is a tuple of the values)
+    try:
+        return concatenate(space, [actions[i] for i in range(n)], out)
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
+        raise ActionError(f"actions: expected one action of {space} per env, could not batch them ({exc!r})") from exc
 
 
 def _row(batch: Any, i: int) -> Any:

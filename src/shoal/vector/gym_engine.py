@@ -75,10 +75,18 @@ class GymEngine(Engine):
     ) -> None:
         super().__init__(env_ids, buffers, autoreset_mode)
         self.envs: list[Env] = []
+        made: dict[int, int] = {}  # each env object's env id: a constructor must not hand out one object twice
         for i in env_ids:
             with blame(i):
-                self.envs.append(factory.env_fns[i]())
-            self._check_spaces(i, self.envs[-1], factory)
+                env = factory.env_fns[i]()
+            if id(env) in made:
+                raise ConfigError(
+                    f"env_fns[{i}] returned the same env object as env_fns[{made[id(env)]}]: each function must "
+                    f"make a new env (lambda: gym.make(...), not lambda: env), or the two would step as one"
+                )
+            made[id(env)] = i
+            self.envs.append(env)
+            self._check_spaces(i, env, factory)
         self._obs = buffers.spec.obs
         self._action = buffers.spec.action
         self._write_obs = self._obs.row_writer(buffers.obs, self.loose_obs)

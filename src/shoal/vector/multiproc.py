@@ -94,8 +94,8 @@ class MultiprocessingTransport(Transport):
         self._spin = Spin(self._spin_s)
         if context is not None and context not in mp.get_all_start_methods():
             raise ConfigError(
-                f"context must be None (the platform's default) or one of {mp.get_all_start_methods()}, got "
-                f"{context!r}"
+                f"cannot find context for {context!r}: context (a start method) must be None (the platform's "
+                f"default) or one of {mp.get_all_start_methods()}"
             )
         ctx: Any = mp.get_context(context)  # (typeshed's BaseContext lacks Process)
         self._memory = ctx.RawArray("b", max(spec.nbytes, 1))

@@ -118,8 +118,8 @@ class VecEnv(_SB3VecEnv):
                 self.reset_infos[i] = infos[i]  # what came with the row after the reset: its reset info
                 infos[i] = finals[i]
                 infos[i]["terminal_observation"] = final_obs[i]
-        for i in range(self.num_envs):
-            infos[i]["TimeLimit.truncated"] = bool(truncated[i] and not terminated[i])
+        for entry, cut in zip(infos, (truncated & ~terminated).tolist()):
+            entry["TimeLimit.truncated"] = cut
         return obs, reward.astype(np.float32), dones, infos
 
     def close(self) -> None:

@@ -8,11 +8,9 @@ hang (the suite's own 60 s per-test timeout) fails this script.
 
 from __future__ import annotations
 
-import subprocess
 import sys
-import tempfile
-import xml.etree.ElementTree as ET
-from pathlib import Path
+
+from suite_report import run_with_report
 
 DELIBERATE = {
     # shoal range-checks actions before they reach the envs; this test steps a Discrete(4) env with action 4
@@ -28,37 +26,19 @@ DELIBERATE = {
 
 
 def main(run: str) -> int:
-    with tempfile.TemporaryDirectory() as tmp:
-        report = Path(tmp) / "report.xml"
-        # Its output is kept, not printed: its pytest summary counts the deliberate failures, and the last test
-        # summary CI reads must be the project's own; it is printed when something unexpected happens.
-        done = subprocess.run([run, sys.executable, "-q", "-p", "no:randomly", f"--junitxml={report}"], check=False,
-                              capture_output=True, text=True)
-        if not report.exists():
-            print(done.stdout[-5000:], done.stderr[-5000:], sep="\n")
-            print(f"the peer suite wrote no report (exit status {done.returncode})")
-            return 1
-        cases = ET.parse(report).getroot().iter("testcase")
-        failed, passed, skipped = set(), 0, 0
-        for case in cases:
-            name = f"{case.get('classname')}::{case.get('name')}"
-            if case.find("failure") is not None or case.find("error") is not None:
-                failed.add(name)
-            elif case.find("skipped") is not None:
-                skipped += 1
-            else:
-                passed += 1
-    unexpected = sorted(failed - DELIBERATE)
-    fixed = sorted(DELIBERATE - failed)
+    result = run_with_report([run, sys.executable, "-q", "-p", "no:randomly"])
+    if result is None:
+        return 1
+    unexpected = sorted(result.failed - DELIBERATE)
     if unexpected:
-        print(done.stdout[-20000:])
+        print(result.output)
     for name in unexpected:
         print(f"UNEXPECTED FAILURE: {name}")
-    for name in fixed:
+    for name in sorted(DELIBERATE - result.failed):
         print(f"now passes (remove it from DELIBERATE and the README): {name}")
-    print(f"Gymnasium's tests/vector on shoal's classes: {passed} pass, {skipped} skipped, "
-          f"{len(failed & DELIBERATE)} deliberate differences (README), {len(unexpected)} unexpected")
-    return 1 if unexpected or not passed else 0
+    print(f"Gymnasium's tests/vector on shoal's classes: {result.passed} pass, {result.skipped} skipped, "
+          f"{len(result.failed & DELIBERATE)} deliberate differences (README), {len(unexpected)} unexpected")
+    return 1 if unexpected or not result.passed else 0
 
 
 if __name__ == "__main__":

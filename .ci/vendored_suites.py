@@ -10,22 +10,23 @@ Usage: python .ci/vendored_suites.py [SUITE ...]   (default: all of them)
 * ``sb3-vec-envs``: Stable-Baselines3's ``tests/test_vec_envs.py`` (commit e05d2db), with SB3's ``DummyVecEnv`` and
   ``SubprocVecEnv`` made :mod:`shoal.sb3`'s. Skipped where SB3 is not installed (the ``sb3`` extra).
 
-Each suite's files are the peer's, unchanged, with its license beside them; its ``conftest.py`` swaps the classes in
-and fails the session if no shoal vector env was built. ``.ci/run`` installs what their tests import beyond the test
-extra (moviepy, which RecordVideo writes with; array-api-compat, for the array conversions); without moviepy the
-video tests are left out here, saying so. Any failure not in a suite's DELIBERATE set, or an error, or a hang (120 s
-a test) fails this script.
+Each suite's files are the peer's, unchanged, with its license beside them; its ``conftest.py`` swaps the classes
+in, and ``shoal_built.py`` counts the shoal vector envs built (none fails the suite: it would have tested the peer's
+own classes). ``.ci/run`` installs what their tests import beyond the test extras (moviepy, which RecordVideo and
+VecVideoRecorder write with; array-api-compat, for the array conversions); without moviepy the video tests are left
+out here, saying so. Any failure not in a suite's DELIBERATE set, an error, or a hang (120 s a test) fails this
+script.
 """
 
 from __future__ import annotations
 
 import importlib.util
-import subprocess
+import re
 import sys
-import tempfile
-import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from suite_report import run_with_report
 
 HERE = Path(__file__).resolve().parent
 
@@ -61,41 +62,28 @@ def run(name: str, suite: Suite) -> bool:
     if suite.needs and importlib.util.find_spec(suite.needs) is None:
         print(f"{name}: skipped ({suite.needs} is not installed)")
         return True
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", "-p", "shoal_built",
                "-c", str(folder / "pytest.ini"), "--timeout", "120", *suite.paths]
     if suite.select:
         command += ["-k", suite.select]
     if suite.video and importlib.util.find_spec("moviepy") is None:
         command += ["--deselect" if "::" in suite.video else "--ignore", suite.video]
         print(f"{name}: left out {suite.video} (moviepy, the video writer, is not installed)")
-    with tempfile.TemporaryDirectory() as tmp:
-        report = Path(tmp) / "report.xml"
-        done = subprocess.run(command + [f"--junitxml={report}"], cwd=folder, capture_output=True, text=True)
-        if not report.exists():
-            print(done.stdout[-5000:], done.stderr[-5000:], sep="\n")
-            print(f"{name}: pytest wrote no report (exit status {done.returncode})")
-            return False
-        failed, passed, skipped = set(), 0, 0
-        for case in ET.parse(report).getroot().iter("testcase"):
-            test = f"{case.get('classname')}::{case.get('name')}"
-            if case.find("failure") is not None or case.find("error") is not None:
-                failed.add(test)
-            elif case.find("skipped") is not None:
-                skipped += 1
-            else:
-                passed += 1
-    unexpected = sorted(failed - set(suite.deliberate))
-    missing = sorted(set(suite.deliberate) - failed)  # a deliberate difference that no longer shows: say so
-    print(f"{name}: {passed} pass, {skipped} skipped, {len(failed) - len(unexpected)} deliberate differences, "
-          f"{len(unexpected)} unexpected")
-    if unexpected or done.returncode not in (0, 1):
-        print(done.stdout[-20000:], done.stderr[-5000:], sep="\n")
-        for test in unexpected:
-            print(f"  unexpected: {test}")
+    result = run_with_report(command, cwd=folder, path=str(HERE))
+    if result is None:
         return False
-    for test in missing:
-        print(f"  {test} passes now: take it out of DELIBERATE and the README")
-    return not missing
+    unexpected = sorted(result.failed - set(suite.deliberate))
+    built = re.search(r"shoal vector envs built: (\d+)", result.output)
+    print(f"{name}: {result.passed} pass, {result.skipped} skipped, {len(result.failed) - len(unexpected)} deliberate "
+          f"differences, {len(unexpected)} unexpected; {built[1] if built else 'no'} shoal vector envs built")
+    if unexpected or result.returncode not in (0, 1) or not result.passed or not built or built[1] == "0":
+        print(result.output)
+        for test in unexpected:
+            print(f"  UNEXPECTED FAILURE: {test}")
+        return False
+    for test in sorted(set(suite.deliberate) - result.failed):
+        print(f"  now passes (remove it from DELIBERATE and the README): {test}")
+    return True
 
 
 def main(names: list[str]) -> int:

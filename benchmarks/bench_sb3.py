@@ -10,37 +10,20 @@ and env count. Needs the ``sb3`` extra.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
-import time
 
-import numpy as np
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from workloads import WORKLOADS  # noqa: E402
+from workloads import arguments, best_rate, side_by_side  # noqa: E402
 
 import shoal.sb3  # noqa: E402
-from shoal.bench.throughput import interleaved  # noqa: E402
 
 
-def measure(vec, seconds: float, windows: int = 5) -> float:
-    """Steps/s of SB3 VecEnv ``vec`` (closed afterwards): its best window of ``seconds / windows``, after one window
-    of warm-up."""
-    vec.reset()
-    n = vec.num_envs
-    actions = np.zeros(n, np.int64)
-    best, window = 0.0, seconds / windows
-    for w in range(windows + 1):
-        steps, start = 0, time.perf_counter()
-        while time.perf_counter() - start < window:
-            vec.step(actions)
-            steps += n
-        if w:
-            best = max(best, steps / (time.perf_counter() - start))
-    vec.close()
-    return best
+def measure(envs, seconds: float) -> float:
+    """Steps/s of ``envs`` (see :func:`workloads.best_rate`)."""
+    return best_rate(envs, seconds, lambda envs: envs.reset())
 
 
 def configs(fn, n):
@@ -52,29 +35,7 @@ def configs(fn, n):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seconds", type=float, default=1.0)
-    parser.add_argument("--rounds", type=int, default=3, help="rounds over every configuration; best one counts")
-    parser.add_argument("--envs", type=int, nargs="+", default=[8, 16])
-    parser.add_argument("--workloads", nargs="+", default=list(WORKLOADS), choices=list(WORKLOADS))
-    args = parser.parse_args()
-    print(f"{'workload':10s} {'envs':>4s}  {'config':20s} {'steps/s (best of ' + str(args.rounds) + ')':>22s}")
-    summary = []
-    for workload in args.workloads:
-        for n in args.envs:
-            runs = {
-                (side, name): (lambda build=build: measure(build(), args.seconds))
-                for side, name, build in configs(WORKLOADS[workload], n)
-            }
-            rates = interleaved(runs, args.rounds)
-            best = {"shoal": (0.0, ""), "sb3": (0.0, "")}
-            for (side, name), sps in rates.items():
-                print(f"{workload:10s} {n:4d}  {name:20s} {sps:22,.0f}", flush=True)
-                best[side] = max(best[side], (sps, name))
-            summary.append((workload, n, best["shoal"], best["sb3"]))
-    print("\nshoal best / SB3 best (same run)")
-    for workload, n, (s, s_name), (p, p_name) in summary:
-        print(f"{workload:10s} {n:4d}  {s / p:5.2f}x   ({s_name} {s:,.0f} vs {p_name} {p:,.0f})")
+    side_by_side(arguments(__doc__, [8, 16]), configs, measure, "sb3")
 
 
 if __name__ == "__main__":

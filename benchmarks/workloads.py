@@ -1,8 +1,11 @@
-"""The benchmark workloads besides CartPole: a CPU-heavy image env and a cheap Dict-observation env."""
+"""The benchmark workloads besides CartPole (a CPU-heavy image env and a cheap Dict-observation env), and the
+side-by-side comparison that bench_vector.py and bench_sb3.py run over them."""
 
 from __future__ import annotations
 
+import argparse
 import time
+from typing import Any, Callable, Iterator
 
 import gymnasium as gym
 import numpy as np
@@ -71,3 +74,59 @@ def cartpole():
 
 WORKLOADS = {"cartpole": cartpole, "burn200us": BurnEnv, "dict": DictObsEnv}
 
+
+def best_rate(envs: Any, seconds: float, reset: Callable[[Any], Any], windows: int = 5) -> float:
+    """Steps/s of vector env ``envs`` (Gymnasium's API or SB3's: ``step(actions)`` of zero actions; closed afterwards)
+    after ``reset(envs)``: the best of ``windows`` windows of ``seconds / windows`` each, after a warm-up of one window
+    (like ``timeit``'s minimum: a spell of the shared machine's noise costs one window)."""
+    reset(envs)
+    n = envs.num_envs
+    actions = np.zeros(n, np.int64)
+    best, window = 0.0, seconds / windows
+    for w in range(windows + 1):
+        steps, start = 0, time.perf_counter()
+        while time.perf_counter() - start < window:
+            envs.step(actions)
+            steps += n
+        if w:  # the first window warms up
+            best = max(best, steps / (time.perf_counter() - start))
+    envs.close()
+    return best
+
+
+Configs = Callable[[Callable[[], gym.Env], int], Iterator[tuple[str, str, Callable[[], Any]]]]
+"""``configs(env_fn, n)``: ``(side, name, build)`` of each configuration, ``side`` being ``"shoal"`` or the peer's."""
+
+
+def arguments(doc: str, envs: list[int]) -> argparse.Namespace:
+    """The command line both comparisons take."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=1.0)
+    parser.add_argument("--rounds", type=int, default=3, help="rounds over every configuration; best one counts")
+    parser.add_argument("--envs", type=int, nargs="+", default=envs)
+    parser.add_argument("--workloads", nargs="+", default=list(WORKLOADS), choices=list(WORKLOADS))
+    return parser.parse_args()
+
+
+def side_by_side(args: argparse.Namespace, configs: Configs, measure: Callable[[Any, float], float], peer: str,
+                 target: str = "") -> None:
+    """Each workload x env count: its configurations in interleaved rounds (steps/s of each, its best round), then
+    shoal's best over ``peer``'s best, per workload and env count."""
+    from shoal.bench.throughput import interleaved
+
+    print(f"{'workload':10s} {'envs':>4s}  {'config':20s} {'steps/s (best of ' + str(args.rounds) + ')':>22s}")
+    summary = []
+    for workload in args.workloads:
+        for n in args.envs:
+            runs = {
+                (side, name): (lambda build=build: measure(build(), args.seconds))
+                for side, name, build in configs(WORKLOADS[workload], n)
+            }
+            best = {"shoal": (0.0, ""), peer: (0.0, "")}
+            for (side, name), sps in interleaved(runs, args.rounds).items():
+                print(f"{workload:10s} {n:4d}  {name:20s} {sps:22,.0f}", flush=True)
+                best[side] = max(best[side], (sps, name))
+            summary.append((workload, n, best["shoal"], best[peer]))
+    print(f"\nshoal best / {peer} best (same run{'; target ' + target if target else ''})")
+    for workload, n, (s, s_name), (p, p_name) in summary:
+        print(f"{workload:10s} {n:4d}  {s / p:5.2f}x   ({s_name} {s:,.0f} vs {p_name} {p:,.0f})")

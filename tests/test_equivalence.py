@@ -98,6 +98,22 @@ def test_same_seeds_same_rollouts_across_backends(backend):
     assert not np.array_equal(first, other)
 
 
+class SeedOnlyReset(SpaceEnv):
+    """An env written as reset(self, seed=None), without options (as SB3's tests write some)."""
+
+    def reset(self, seed=None):
+        return super().reset(seed=seed)
+
+
+def test_an_env_whose_reset_takes_no_options_runs_until_options_are_given(backend):
+    with shoal.make([SeedOnlyReset] * 3, autoreset_mode="same_step", **backend) as envs:
+        envs.reset(seed=0)
+        for _ in range(30):  # autoresets included
+            envs.step(np.zeros(3, np.int64))
+        with pytest.raises(TypeError, match="unexpected keyword argument 'options'"):
+            envs.reset(options={"note": "x"})
+
+
 def test_copy_false_returns_views_and_flatten_unflattens():
     with shoal.make(_fns("nested", "discrete"), backend="serial", flatten=True) as flat, shoal.make(
         _fns("nested", "discrete"), backend="serial"

@@ -152,6 +152,31 @@ def test_per_env_actions_of_a_dict_space_must_be_one_per_env():
     envs.close()
 
 
+@pytest.mark.parametrize("build", ["DummyVecEnv", "SubprocVecEnv"])
+def test_a_wrapper_that_rewrites_terminal_observations_leaves_the_env_alone(build):
+    # SB3's SimpleMultiObsEnv returns its own stored dicts as observations; VecFrameStack rewrites each
+    # terminal_observation dict in place. A terminal observation that is the env's own dict would change what the env
+    # returns from then on (here: a stacked (3, 64, 64) image where its space says (1, 64, 64))
+    from stable_baselines3.common.envs.multi_input_envs import SimpleMultiObsEnv
+    from stable_baselines3.common.vec_env import VecFrameStack
+
+    def make():
+        return SimpleMultiObsEnv(random_start=True, discrete_actions=True, channel_last=False)
+
+    envs = VecFrameStack(BUILDS[build]([make, make]), n_stack=3, channels_order={"vec": None, "img": "first"})
+    envs.seed(0)
+    envs.reset()
+    rng, dones = np.random.default_rng(0), 0
+    for _ in range(400):
+        obs, _, done, infos = envs.step(rng.integers(0, 4, 2))
+        assert obs["img"].shape == (2, 3, 64, 64)
+        for i in np.flatnonzero(done):
+            assert infos[i]["terminal_observation"]["img"].shape == (3, 64, 64)
+        dones += int(done.sum())
+    assert dones >= 4
+    envs.close()
+
+
 def test_ppo_trains_on_shoal():
     from stable_baselines3 import PPO
 

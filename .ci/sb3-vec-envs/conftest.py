@@ -1,6 +1,6 @@
-"""SB3's DummyVecEnv and SubprocVecEnv are shoal's for this suite (tests/test_vec_envs.py is SB3's, unchanged).
+"""SB3's DummyVecEnv and SubprocVecEnv are shoal's for this suite (the files under tests/ are SB3's, unchanged).
 
-This conftest is imported before the test module, so its ``from stable_baselines3.common.vec_env import
+This conftest is imported before the test modules, so their ``from stable_baselines3.common.vec_env import
 DummyVecEnv, SubprocVecEnv`` and ``make_vec_env``'s defaults get :mod:`shoal.sb3`'s classes (``.ci/shoal_built.py``
 checks that shoal vector envs were built).
 """

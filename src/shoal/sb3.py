@@ -23,6 +23,7 @@ Needs ``pip install "shoal[sb3]"`` (with PyTorch installed first, or pip pulls i
 
 from __future__ import annotations
 
+import copy
 from typing import Any, Callable, Sequence
 
 import gymnasium as gym
@@ -117,7 +118,9 @@ class VecEnv(_SB3VecEnv):
                     continue
                 self.reset_infos[i] = infos[i]  # what came with the row after the reset: its reset info
                 infos[i] = finals[i]
-                infos[i]["terminal_observation"] = final_obs[i]
+                # a copy, as SB3's DummyVecEnv hands out (it deep-copies its infos): wrappers such as VecFrameStack
+                # rewrite it in place, and it may be the very object the env keeps (a serial env's own observation)
+                infos[i]["terminal_observation"] = copy.deepcopy(final_obs[i])
         for entry, cut in zip(infos, (truncated & ~terminated).tolist()):
             entry["TimeLimit.truncated"] = cut
         return obs, reward.astype(np.float32), dones, infos

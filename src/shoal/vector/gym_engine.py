@@ -138,7 +138,8 @@ class GymEngine(Engine):
         kind passes the checks' own fast test); its info."""
         env = self.envs[env_id - self.env_ids.start]
         try:  # not blame(): a context manager costs more than the reset of a cheap env
-            obs, info = env.reset(seed=seed, options=options)
+            # options only when there are some, as SB3 passes them: an env written as reset(self, seed=None) works
+            obs, info = env.reset(seed=seed) if options is None else env.reset(seed=seed, options=options)
         except Exception as exc:
             raise env_error(env_id, exc) from exc
         try:

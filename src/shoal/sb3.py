@@ -120,7 +120,9 @@ class VecEnv(_SB3VecEnv):
                 infos[i] = finals[i]
                 # a copy, as SB3's DummyVecEnv hands out (it deep-copies its infos): wrappers such as VecFrameStack
                 # rewrite it in place, and it may be the very object the env keeps (a serial env's own observation)
-                infos[i]["terminal_observation"] = copy.deepcopy(final_obs[i])
+                last = final_obs[i]
+                plain = type(last) is np.ndarray and last.dtype != object  # (its copy is whole: the common case)
+                infos[i]["terminal_observation"] = last.copy() if plain else copy.deepcopy(last)
         for entry, cut in zip(infos, (truncated & ~terminated).tolist()):
             entry["TimeLimit.truncated"] = cut
         return obs, reward.astype(np.float32), dones, infos

@@ -33,6 +33,7 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import concatenate, create_empty_array
 
 from shoal.errors import ActionError, ConfigError, MissingDependencyError
+from shoal.spaces import FIXED_LEAVES
 
 try:
     from stable_baselines3.common.vec_env import VecEnv as _SB3VecEnv
@@ -42,8 +43,6 @@ except ImportError as exc:  # this module is only imported by those who use it
     ) from exc
 
 __all__ = ["DummyVecEnv", "SubprocVecEnv", "VecEnv"]
-
-_ARRAY_SPACES = (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)
 
 
 class VecEnv(_SB3VecEnv):
@@ -99,7 +98,7 @@ class VecEnv(_SB3VecEnv):
 
     def step_async(self, actions: Any) -> None:
         space = self.action_space
-        if not isinstance(space, _ARRAY_SPACES):  # per-env values (actions[i] is env i's) as one batch
+        if not isinstance(space, FIXED_LEAVES):  # per-env values (actions[i] is env i's) as one batch
             actions = _batched(space, actions, self.num_envs)
         self.venv_shoal.send(actions)
 

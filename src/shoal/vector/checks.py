@@ -15,6 +15,7 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 
 from shoal.errors import ActionError, ActionTypeError, ConfigError, ResetArgumentError, ResetArgumentTypeError
+from shoal.spaces import FIXED_LEAVES
 
 _INTEGER_KINDS = "iub"
 _NUMERIC_KINDS = "iubf"
@@ -130,7 +131,7 @@ def _(space: spaces.Tuple, value: Any, n: int, where: str) -> tuple:
     return tuple(check_batch(sub, v, n, f"{where}[{i}]") for i, (sub, v) in enumerate(zip(space.spaces, value)))
 
 
-_ARRAY_SPACES = (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)
+_ARRAY_SPACES = FIXED_LEAVES
 """The spaces whose actions are plain arrays, so a batch of sequences of them can be told apart."""
 
 

@@ -1,16 +1,20 @@
 """shoal's backends against Gymnasium's (and PufferLib's, when installed) vector envs, in one run.
 
     python benchmarks/bench_vector.py [--seconds 1] [--rounds 3] [--envs 8 16 64] [--workloads cartpole burn200us dict]
+                                      [--autoreset-mode next_step|same_step]
 
 Prints steps/s of every configuration (its best window over ``--rounds`` interleaved rounds) and, per workload and
 env count, the ratio of shoal's best configuration to the best peer configuration measured in the same run (absolute
-figures drift on a shared machine; ratios hold).
+figures drift on a shared machine; ratios hold). ``--autoreset-mode same_step`` (what SB3 code steps) runs every
+vector env in that mode (PufferLib, whose autoreset is its own, is left out then).
 """
 
 from __future__ import annotations
 
 import os
 import sys
+
+from functools import partial
 
 import gymnasium as gym
 
@@ -25,13 +29,16 @@ def measure(envs, seconds: float) -> float:
     return best_rate(envs, seconds, lambda envs: envs.reset(seed=0))
 
 
-def configs(fn, n):
+def configs(fn, n, mode="next_step"):
     fns = [fn] * n
-    yield "shoal", "serial", lambda: shoal.make(fns, backend="serial")
-    yield "shoal", "default", lambda: shoal.make(fns)  # multiprocessing, inline; or serial (shoal.vector.load)
-    yield "shoal", "mp 2 workers", lambda: shoal.make(fns, num_workers=2, inline=False)
-    yield "peer", "gymnasium Sync", lambda: gym.vector.SyncVectorEnv(fns)
-    yield "peer", "gymnasium Async", lambda: gym.vector.AsyncVectorEnv(fns)
+    yield "shoal", "serial", lambda: shoal.make(fns, backend="serial", autoreset_mode=mode)
+    # multiprocessing, inline; or serial (shoal.vector.load)
+    yield "shoal", "default", lambda: shoal.make(fns, autoreset_mode=mode)
+    yield "shoal", "mp 2 workers", lambda: shoal.make(fns, num_workers=2, inline=False, autoreset_mode=mode)
+    yield "peer", "gymnasium Sync", lambda: gym.vector.SyncVectorEnv(fns, autoreset_mode=mode)
+    yield "peer", "gymnasium Async", lambda: gym.vector.AsyncVectorEnv(fns, autoreset_mode=mode)
+    if mode != "next_step":
+        return
     try:
         import pufferlib.vector  # noqa: F401
     except ImportError:
@@ -40,7 +47,8 @@ def configs(fn, n):
 
 
 def main() -> None:
-    side_by_side(arguments(__doc__, [8, 16, 64]), configs, measure, "peer", target=">= 1.2")
+    args = arguments(__doc__, [8, 16, 64], autoreset=True)
+    side_by_side(args, partial(configs, mode=args.autoreset_mode), measure, "peer", target=">= 1.2")
 
 
 if __name__ == "__main__":

@@ -98,13 +98,15 @@ Configs = Callable[[Callable[[], gym.Env], int], Iterator[tuple[str, str, Callab
 """``configs(env_fn, n)``: ``(side, name, build)`` of each configuration, ``side`` being ``"shoal"`` or the peer's."""
 
 
-def arguments(doc: str, envs: list[int]) -> argparse.Namespace:
-    """The command line both comparisons take."""
+def arguments(doc: str, envs: list[int], autoreset: bool = False) -> argparse.Namespace:
+    """The command line both comparisons take (``autoreset``: and ``--autoreset-mode``)."""
     parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=1.0)
     parser.add_argument("--rounds", type=int, default=3, help="rounds over every configuration; best one counts")
     parser.add_argument("--envs", type=int, nargs="+", default=envs)
     parser.add_argument("--workloads", nargs="+", default=list(WORKLOADS), choices=list(WORKLOADS))
+    if autoreset:
+        parser.add_argument("--autoreset-mode", default="next_step", choices=["next_step", "same_step"])
     return parser.parse_args()
 
 

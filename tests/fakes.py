@@ -97,6 +97,32 @@ class CountingEnv(gym.Env):
         return np.array(self.t), float(self.t), self.t >= self.length, False, {}
 
 
+class AsReturned(gym.Env):
+    """Episodes of ``length`` steps whose observations are of a type the space holds without being its own:
+    ``kind`` "int" (a Python int in a Discrete space), "f32" (a float32 array in a float64 Box), or "own" (the
+    Box's own dtype)."""
+
+    def __init__(self, kind: str, length: int) -> None:
+        self.kind, self.length = kind, length
+        self.observation_space = spaces.Discrete(1000) if kind == "int" else spaces.Box(-1e3, 1e3, (2,), np.float64)
+        self.action_space = spaces.Discrete(2)
+        self.t = self.episode = 0
+
+    def _obs(self):
+        if self.kind == "int":
+            return 10 * self.episode + self.t
+        return np.array([self.episode, self.t], np.float32 if self.kind == "f32" else np.float64)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t, self.episode = 0, self.episode + 1
+        return self._obs(), {}
+
+    def step(self, action):
+        self.t += 1
+        return self._obs(), float(action), self.t >= self.length, False, {}
+
+
 class SlowEnv(gym.Env):
     """Steps take ``delay`` seconds times (1 + env-specific jitter), so workers finish in varying orders; with
     ``info``, a step's info holds the env's step count (so answers carry a message)."""

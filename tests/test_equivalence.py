@@ -9,7 +9,8 @@ import gymnasium as gym
 import numpy as np
 import pytest
 from gymnasium.vector import AutoresetMode
-from fakes import SPACES, SpaceEnv
+from fakes import SPACES, AsReturned, SpaceEnv
+from gymnasium.utils.env_checker import data_equivalence
 from helpers import assert_same, beside_gymnasium, rollout
 
 import shoal
@@ -112,6 +113,24 @@ def test_an_env_whose_reset_takes_no_options_runs_until_options_are_given(backen
             envs.step(np.zeros(3, np.int64))
         with pytest.raises(TypeError, match="unexpected keyword argument 'options'"):
             envs.reset(options={"note": "x"})
+
+
+@pytest.mark.parametrize("kind", ["int", "f32", "own"])
+@pytest.mark.parametrize("config", [{}, {"inline": False}], ids=["inline", "workers-only"])
+def test_same_step_final_observations_come_from_workers_as_the_env_returned_them(config, kind):
+    """Worker processes leave final observations that fit the buffers' records in shared memory and pickle the
+    others: either way each is what the env returned, of its own type (as Gymnasium's exact comparison sees it)."""
+    fns = [functools.partial(AsReturned, kind, 2 + i % 3) for i in range(6)]
+    mode = AutoresetMode.SAME_STEP
+    with beside_gymnasium(fns, mode, backend="multiprocessing", num_workers=2, context="fork", **config) as (envs, ref):
+        acts = lambda t: np.arange(6) % 2  # noqa: E731
+        finals = 0
+        for e, g in zip(rollout(ref, acts, 12, seed=1), rollout(envs, acts, 12, seed=1)):
+            assert data_equivalence(g[:-1], e[:-1], exact=True)
+            assert data_equivalence(g[-1].get("final_obs"), e[-1].get("final_obs"), exact=True), (g[-1], e[-1])
+            assert_same(g[-1], e[-1])
+            finals += int(e[-1].get("_final_obs", np.zeros(1, bool)).sum())
+        assert finals >= 20
 
 
 def test_copy_false_returns_views_and_flatten_unflattens():

@@ -1,18 +1,25 @@
 """The multiprocessing backend's signalling, piece by piece: the atomic counters (C) with their spin and sleep/wake,
-the pipe framing, and the link protocol between two real processes (answers in order, payloads on the pipe, no lost
-wake-up whether the sides spin or sleep, a dead peer ends a wait)."""
+the pipe framing, the link protocol between two real processes (answers in order, payloads on the pipe, no lost
+wake-up whether the sides spin or sleep, a dead peer ends a wait), and what a worker leaves in shared memory."""
 
 from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import pickle
 import random
 import threading
 import time
 
+import numpy as np
 import pytest
+from gymnasium import spaces
 
+from shoal.spaces import Layout
 from shoal.vector._counters import Counters
+from shoal.vector._worker import FINALS, finals_of, park_finals, parked_finals
+from shoal.vector.buffers import BufferSpec
+from shoal.vector.infos import Finals
 from shoal.vector import link as link_module
 from shoal.vector.channel import Channel
 from shoal.vector.link import EVENTS, ON_PIPE, PARENT_ASLEEP, Link, PeerClosed, Spin, counters_needed, wait
@@ -225,9 +232,9 @@ def test_an_end_waiting_on_a_silent_peer_asks_whether_to_go_on():
 
 
 def _echo_worker(conn, memory, count, ring, spin_s, jitter_s):
-    """Answers step commands with b"" (or, for group 1, a payload naming the command) and pipe commands with the
-    message reversed; stops at b"stop". Sleeps a random while now and then, so that the parent's posts and waits
-    meet a worker that is working, spinning or asleep."""
+    """Answers step commands with nothing (group 0), a payload naming the command (group 1) or the code 7 (group 2),
+    and pipe commands with the message reversed; stops at b"stop". Sleeps a random while now and then, so that the
+    parent's posts and waits meet a worker that is working, spinning or asleep."""
     link = Link(Channel(conn), Counters(memory, count), 0, ring)
     rng = random.Random(1)
     number = 0
@@ -240,7 +247,10 @@ def _echo_worker(conn, memory, count, ring, spin_s, jitter_s):
         if rng.random() < 0.3:
             time.sleep(rng.random() * jitter_s)
         if isinstance(command, int):
-            link.answer(b"" if command == 0 else f"step {number}".encode())
+            if command == 2:
+                link.answer(b"", 7)
+            else:
+                link.answer(b"" if command == 0 else f"step {number}".encode())
         else:
             link.answer(command[::-1])
         number += 1
@@ -260,17 +270,20 @@ def test_link_answers_every_command_in_order_without_lost_wake_ups(spin_s, monke
     worker.start()
     link = Link(Channel(parent_end), counters, 0, ring)
     rng = random.Random(2)
-    expected: list[bytes] = []
+    expected: list[bytes | int] = []
     spin = Spin(spin_s)  # adapting across the waits, as the backend's does
     try:
         for number in range(1500):
-            kind = rng.choice(["step", "payload step", "message"])
+            kind = rng.choice(["step", "payload step", "coded step", "message"])
             if kind == "message":
                 link.post(ON_PIPE, f"message {number}".encode())
                 expected.append(f"message {number}".encode()[::-1])
+            elif kind == "coded step":
+                link.post(2)
+                expected.append(7)
             else:
                 link.post(0 if kind == "step" else 1)
-                expected.append(b"" if kind == "step" else f"step {number}".encode())
+                expected.append(0 if kind == "step" else f"step {number}".encode())
             if len(expected) == ring or rng.random() < 0.5:  # at most `ring` in flight, as the backend keeps it
                 if rng.random() < 0.3:
                     time.sleep(rng.random() * 200e-6)
@@ -465,3 +478,27 @@ def test_a_worker_whose_caller_is_slow_between_steps_stops_spinning():
             worker.kill()
         link.channel.close()
     assert 0.0 <= cpu.value < 0.04
+
+
+def test_a_worker_leaves_same_step_final_observations_in_shared_memory():
+    """What a worker does with an engine's same-step Finals (shoal.vector._worker): observations that fit the
+    records wait in the buffers, and a step whose only info is which envs ended sends nothing but a code."""
+    spec = BufferSpec(4, Layout(spaces.Box(-9, 9, (2,), np.float32)), Layout(spaces.Discrete(2)), finals=True)
+    buffers = spec.allocate()
+    group = np.arange(2, 4)
+    a, b = np.array([1, 2], np.float32), np.array([3, 4], np.float32)
+    value, code = park_finals([Finals(np.array([3]), [b], [{}])], buffers, group)
+    assert value is None and code == FINALS
+    (rebuilt,) = finals_of(buffers, group)
+    assert rebuilt.ids.tolist() == [3] and rebuilt.obs.tolist() == [[3, 4]] and rebuilt.obs.dtype == np.float32
+    b[:] = 0  # the env reuses its array: what was parked stays
+    assert finals_of(buffers, group)[0].obs.tolist() == [[3, 4]]
+    # with infos the entries still travel, without their observations, which the parent reads back
+    value, code = park_finals([Finals(np.array([2, 3]), [a, b], [{"x": 1}, {}]), (3, {"reset": True})], buffers, group)
+    assert code == 0 and value[0].obs is None and value[1] == (3, {"reset": True})
+    restored = parked_finals(pickle.loads(pickle.dumps(value)), buffers)
+    assert restored[0].obs.tolist() == [[1, 2], [0, 0]] and restored[0].infos == [{"x": 1}, {}]
+    # a value the records would not give back as it came (float64 in a float32 space) is sent as it is
+    odd = [np.array([5, 6], np.float64)]
+    value, code = park_finals([Finals(np.array([2]), odd, [])], buffers, group)
+    assert code == 0 and value[0].obs is odd

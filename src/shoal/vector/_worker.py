@@ -4,6 +4,8 @@ Commands come through the worker's :class:`~shoal.vector.link.Link`: the index o
 actions are already in shared memory), a pickled :class:`~shoal.vector.engine.Command`, or :data:`CLOSE`. One answer
 per command, in the order they came: nothing (the results are in shared memory) or a pickled ``(ok, value)`` pair
 carrying infos, call results or an error. So a step whose infos are empty makes no system call and no pickle.
+In same-step autoreset mode, the final observations of the envs whose episode ended wait in shared memory too
+(:func:`park_finals`), and a step whose only info is which envs ended is answered with the code :data:`FINALS`.
 Before any of that the worker says :data:`READY` (or why not) on its pipe.
 """
 
@@ -20,7 +22,7 @@ import cloudpickle
 import numpy as np
 
 from shoal.errors import EnvError, EnvOutputError, ShoalError
-from shoal.vector.buffers import BufferSpec
+from shoal.vector.buffers import Buffers, BufferSpec
 from shoal.vector._counters import Counters
 from shoal.vector.channel import Channel
 from shoal.vector.engine import LooseObs
@@ -31,6 +33,9 @@ from shoal.vector.link import Link, Spin
 CLOSE = b"\x02"
 READY = b"\x03"
 OK = b""
+FINALS = 1
+"""An answer's code (nothing on the pipe): the group's answer is one :class:`Finals` without infos, of the envs
+flagged in the buffers' ``ended``, their final observations in ``final_obs`` (:func:`parked_finals` rebuilds it)."""
 _ORPHAN_POLL_S = 1.0  # how often a sleeping worker checks that its parent is still alive
 log = logging.getLogger(__name__)
 host_index: int | None = None
@@ -94,11 +99,68 @@ def _entry_parts(entries: list[Entry]) -> list[tuple[int, str, Any]]:
     parts: list[tuple[int, str, Any]] = []
     for entry in entries:
         if isinstance(entry, Finals):
-            parts += [(env_id, "observation", obs) for env_id, obs in zip(entry.ids.tolist(), entry.obs)]
+            values = [] if entry.obs is None else entry.obs  # None: in shared memory, pickled fine
+            parts += [(env_id, "observation", obs) for env_id, obs in zip(entry.ids.tolist(), values)]
             parts += [(env_id, "info", info) for env_id, info in zip(entry.ids.tolist(), entry.infos)]
         else:
             parts.append((entry[0], "info", entry[1]))
     return parts
+
+
+def park_finals(value: Any, buffers: Buffers, ids: np.ndarray | None) -> tuple[Any, int]:
+    """Same-step mode, in a worker: write the final observations of ``value``'s :class:`Finals` (an engine's answer)
+    into the buffers' ``final_obs``, where they fit its records exactly, leaving ``obs`` None (read them there).
+    Returns what is left to send and the answer's code: :data:`FINALS` when that is one Finals without infos and
+    ``ids`` (the group's env ids, consecutive) are given, its envs then flagged in ``ended`` (nothing to send), else
+    0. An env that returned a value the records would not give back as it was (another dtype or type: a Python int
+    for a Discrete space) has its final observations pickled, as any other answer."""
+    if type(value) is not list or not value:
+        return value, 0
+    parked = [entry._replace(obs=None) if type(entry) is Finals and _park(entry, buffers) else entry
+              for entry in value]
+    only = parked[0]
+    if ids is None or len(parked) != 1 or type(only) is not Finals or only.obs is not None or any(only.infos):
+        return parked, 0
+    ended = buffers.ended[ids[0] : ids[-1] + 1]  # type: ignore[index]  # allocated with final_obs
+    ended[:] = False
+    buffers.ended[only.ids] = True  # type: ignore[index]
+    return None, FINALS
+
+
+def _park(finals: Finals, buffers: Buffers) -> bool:
+    """Write the final observations of ``finals`` into ``buffers.final_obs`` if they fit its records exactly."""
+    area, obs = buffers.final_obs, finals.obs
+    assert area is not None  # park_finals runs only with spec.finals
+    if isinstance(obs, np.ndarray):  # records already (an engine that reads them from the buffers)
+        area[finals.ids] = obs
+        return True
+    if obs is None:  # parked already
+        return True
+    layout = buffers.spec.obs
+    if layout.structured:  # a dict or tuple read back from records is not the env's own container
+        return False
+    dtype, shape = layout.item_dtype, layout.item_shape
+    if not all(type(v) is np.ndarray and v.dtype == dtype and v.shape == shape for v in obs):
+        return False
+    for env_id, v in zip(finals.ids.tolist(), obs):
+        area[env_id] = v
+    return True
+
+
+def parked_finals(value: Any, buffers: Buffers) -> Any:
+    """In the parent: a worker's answer ``value`` with the final observations :func:`park_finals` left in the buffers
+    read back (copies: the buffers' are overwritten by the group's next step)."""
+    if type(value) is not list:
+        return value
+    area = buffers.final_obs
+    return [Finals(e.ids, area[e.ids], e.infos) if type(e) is Finals and e.obs is None else e  # type: ignore[index]
+            for e in value]
+
+
+def finals_of(buffers: Buffers, ids: np.ndarray) -> list[Entry]:
+    """The answer a worker gave the code :data:`FINALS` for group ``ids`` (consecutive env ids)."""
+    done = ids[buffers.ended[ids[0] : ids[-1] + 1]]  # type: ignore[index]
+    return [Finals(done, buffers.final_obs[done], [])]  # type: ignore[index]
 
 
 def decode(message: bytes) -> tuple[bool, Any]:
@@ -164,6 +226,7 @@ def run(
     link.channel.send(READY)
     group_ids = [np.arange(g.start, g.stop) for g in groups]
     spin, no_spin = Spin(signals.spin_s), Spin(0.0)
+    parking = buffers.final_obs is not None
     try:
         while True:
             # Spin briefly (spin_s is 0 when processes outnumber cores; the budget adapts: link.Spin), then sleep,
@@ -177,14 +240,21 @@ def run(
             if command == CLOSE:
                 return
             try:
+                code = 0
                 if isinstance(command, int):
-                    answer = reply(engine.run_step(group_ids[command]), group_ids[command])
+                    value = engine.run_step(group_ids[command])
+                    if parking:
+                        value, code = park_finals(value, buffers, group_ids[command])
+                    answer = reply(value, group_ids[command])
                 else:
                     command = pickle.loads(command)
-                    answer = reply(engine.execute(command), command.ids)
+                    value = engine.execute(command)
+                    if parking:
+                        value, _ = park_finals(value, buffers, None)
+                    answer = reply(value, command.ids)
             except BaseException as exc:
                 answer = error_reply(exc)
-            link.answer(answer)
+            link.answer(answer, code)
     except (EOFError, OSError, KeyboardInterrupt):
         return  # the parent is gone
     finally:

@@ -10,6 +10,10 @@ Observations have :data:`OBS_SLOTS` slots of ``num_envs`` rows each (``obs`` hol
 (set by the caller before it sends), reading the previous one (an Atari frame stack) from where it was. Slot 0 is
 the numpy path's; the PyTorch ops hand the other slots out as tensors (:mod:`shoal.torch_ops`), so a step's
 observations reach a tensor with no copy beyond the one into this buffer, and a tensor still held is never written.
+
+With ``finals`` (same-step autoreset with worker processes), ``final_obs`` holds the final observations of the envs
+whose episode ended in their last step, and ``ended`` which envs those are: a worker leaves them there instead of
+pickling them (:func:`shoal.vector._worker.park_finals`).
 """
 
 from __future__ import annotations
@@ -39,6 +43,8 @@ class BufferSpec:
     obs: Layout
     action: Layout
     extras: dict[str, tuple[np.dtype, tuple[int, ...]]] = field(default_factory=dict)
+    finals: bool = False
+    """Lay out ``final_obs`` and ``ended`` too (see the module docstring)."""
 
     def _arrays(self) -> list[tuple[str, Any]]:
         fixed: list[tuple[str, Any]] = [
@@ -53,6 +59,8 @@ class BufferSpec:
             ("obs_target", (np.dtype(np.int64), ())),
             ("slots_on", (np.dtype(np.bool_), ())),
         ]
+        if self.finals:
+            fixed += [("final_obs", self.obs), ("ended", (np.dtype(np.bool_), ()))]
         return fixed + [(name, (np.dtype(dt), tuple(shape))) for name, (dt, shape) in self.extras.items()]
 
     @property
@@ -107,6 +115,8 @@ class Buffers:
     obs_target: np.ndarray
     slots_on: np.ndarray  # one flag: observations may be outside slot 0 (the torch ops are in use); else rows = ids
     extras: dict[str, np.ndarray]
+    final_obs: np.ndarray | None = None  # one record per env, with ``spec.finals``
+    ended: np.ndarray | None = None  # one flag per env, with ``spec.finals``
 
     def slot(self, k: int) -> np.ndarray:
         """Observation slot ``k``: ``num_envs`` rows."""

@@ -18,9 +18,10 @@ class Finals(NamedTuple):
 
     ids: np.ndarray
     """The envs, in order."""
-    obs: np.ndarray | list[Any]
+    obs: np.ndarray | list[Any] | None
     """Their final observations: one record each in the buffers' layout (an engine that reads them from there
-    sends them so, one array, which the calling process reads per env), or a list of values."""
+    sends them so, one array, which the calling process reads per env), or a list of values; None only on the way
+    from a worker to its parent: in the shared buffers' ``final_obs`` (:func:`shoal.vector._worker.park_finals`)."""
     infos: list[dict[str, Any]]
     """The infos of the steps that ended them, one per env; empty when none has any."""
 
@@ -90,7 +91,9 @@ def merge_infos(
     for entry in entries:
         if isinstance(entry, Finals):
             ids = entry.ids if row_of is None else np.array([row_of[e] for e in entry.ids.tolist()], dtype=np.intp)
-            add_finals(infos, entry, ids, size, entry.obs if isinstance(entry.obs, list) else records(entry.obs))
+            obs = entry.obs
+            assert obs is not None, "final observations left in the buffers (read them with _worker.parked_finals)"
+            add_finals(infos, entry, ids, size, obs if isinstance(obs, list) else records(obs))
         else:
             env_id, info = entry
             add_info(infos, info, env_id if row_of is None else row_of[env_id], size)

@@ -5,7 +5,8 @@ Per host (worker process), in one :class:`~shoal.vector._counters.Counters` bloc
 ``posted`` (commands the parent posted), ``done`` (commands the worker answered), ``asleep`` (the worker sleeps
 while this is non-zero: until ``posted`` reaches it), one command slot per group it hosts (which of its groups to
 step, or :data:`ON_PIPE`: the command is a pickled message on the pipe) and one answer slot per group
-(:data:`ON_PIPE`: the answer is a message on the pipe; 0: nothing to report, the results are in shared memory).
+(:data:`ON_PIPE`: the answer is a message on the pipe; 0: nothing to report, the results are in shared memory; a
+positive code: what the worker's loop says it means).
 Shared by all hosts: ``events`` (every answer bumps it) and ``parent_asleep`` (the parent sleeps until ``events``
 reaches it). A host never has more commands in flight than groups, so the slots form a ring that is never overrun.
 
@@ -183,16 +184,18 @@ class Link:
         """How many answers are waiting to be taken."""
         return self.counters.load(self._done) - self.taken
 
-    def take_answer(self) -> bytes:
-        """The next answer (call it when :meth:`available`): a message, or ``b""`` when there was nothing to report.
+    def take_answer(self) -> bytes | int:
+        """The next answer (call it when :meth:`available`): a message, or the code of an answer without one (0:
+        nothing to report).
 
         A message comes tagged with its answer's number, and leaves the pipe only after the count has moved past
         it: an interrupt (Ctrl-C) anywhere in here leaves either the same answer to take again or a message
         already counted, which the next call skips, never the pipe one message out of step."""
         index = self.taken
-        if self.counters.load(self._answers + index % self.ring) != ON_PIPE:
+        code = self.counters.load(self._answers + index % self.ring)
+        if code != ON_PIPE:
             self.taken = index + 1
-            return b""
+            return code
         channel = self.channel
         while True:
             message = channel.peek(_TAG.size)
@@ -217,10 +220,11 @@ class Link:
         self.taken += 1
         return self.channel.recv() if group == ON_PIPE else group
 
-    def answer(self, message: bytes) -> None:
-        """Answer the oldest unanswered command: ``message``, or ``b""`` (nothing to report)."""
+    def answer(self, message: bytes, code: int = 0) -> None:
+        """Answer the oldest unanswered command: ``message``, or with ``message`` empty the answer ``code`` (0:
+        nothing to report; positive: a meaning the worker's loop and its parent agree on)."""
         counters = self.counters
-        counters.store(self._answers + self.sent % self.ring, ON_PIPE if message else 0)
+        counters.store(self._answers + self.sent % self.ring, ON_PIPE if message else code)
         self.sent += 1
         counters.store(self._done, self.sent)
         events = counters.add(EVENTS, 1)

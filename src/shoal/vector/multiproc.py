@@ -28,6 +28,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import time
+from dataclasses import replace
 from collections import deque
 from typing import Any, Callable, Sequence
 
@@ -98,6 +99,8 @@ class MultiprocessingTransport(Transport):
                 f"default) or one of {mp.get_all_start_methods()}"
             )
         ctx: Any = mp.get_context(context)  # (typeshed's BaseContext lacks Process)
+        # same-step final observations wait in shared memory (_worker.park_finals), unless they have loose leaves
+        spec = replace(spec, finals=autoreset_mode is AutoresetMode.SAME_STEP and not spec.obs.loose)
         self._memory = ctx.RawArray("b", max(spec.nbytes, 1))
         self.buffers = spec.view(self._memory)
         ring = max(len(members) for members in self.hosts)
@@ -328,11 +331,18 @@ class MultiprocessingTransport(Transport):
         if not queue:
             return
         try:
-            answer = _worker.decode(self._links[host].take_answer())
+            taken = self._links[host].take_answer()
         except (EOFError, ConnectionResetError, OSError):
             self._fail(host, self._died(host))
             return
-        self._answers[queue.popleft()] = answer
+        group = queue.popleft()
+        if isinstance(taken, int):  # an answer without a message
+            answer = (True, _worker.finals_of(self.buffers, self.group_ids[group]) if taken == _worker.FINALS else None)
+        else:
+            answer = _worker.decode(taken)
+            if answer[0] and self.buffers.final_obs is not None:
+                answer = (True, _worker.parked_finals(answer[1], self.buffers))
+        self._answers[group] = answer
 
     def _fail(self, host: int, error: EnvError) -> None:
         """The worker died: every group it still owed an answer gets ``error``."""

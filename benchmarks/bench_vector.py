@@ -17,6 +17,7 @@ import sys
 from functools import partial
 
 import gymnasium as gym
+from gymnasium.vector import AutoresetMode
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from workloads import arguments, best_rate, side_by_side  # noqa: E402
@@ -30,14 +31,14 @@ def measure(envs, seconds: float) -> float:
 
 
 def configs(fn, n, mode="next_step"):
-    fns = [fn] * n
+    fns, mode = [fn] * n, AutoresetMode[mode.upper()]
     yield "shoal", "serial", lambda: shoal.make(fns, backend="serial", autoreset_mode=mode)
     # multiprocessing, inline; or serial (shoal.vector.load)
     yield "shoal", "default", lambda: shoal.make(fns, autoreset_mode=mode)
     yield "shoal", "mp 2 workers", lambda: shoal.make(fns, num_workers=2, inline=False, autoreset_mode=mode)
     yield "peer", "gymnasium Sync", lambda: gym.vector.SyncVectorEnv(fns, autoreset_mode=mode)
     yield "peer", "gymnasium Async", lambda: gym.vector.AsyncVectorEnv(fns, autoreset_mode=mode)
-    if mode != "next_step":
+    if mode is not AutoresetMode.NEXT_STEP:
         return
     try:
         import pufferlib.vector  # noqa: F401

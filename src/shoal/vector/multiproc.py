@@ -28,8 +28,8 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import time
-from dataclasses import replace
 from collections import deque
+from dataclasses import replace
 from typing import Any, Callable, Sequence
 
 import numpy as np

@@ -15,6 +15,18 @@ BACKENDS = [
 ]
 
 
+def pytest_collection_modifyitems(items):
+    """Ray's tests time out by a thread, not a signal: a call blocked inside Ray's C++ client (seen once in
+    ``ray.nodes()``, a GCS query that never returned) never returns to the interpreter, so a signal's handler would
+    never run and the suite would hang; the thread ends the run with every thread's stack instead. A test's own
+    timeout is kept."""
+    for item in items:
+        if item.get_closest_marker("ray"):
+            own = item.get_closest_marker("timeout")
+            seconds = None if own is None else own.kwargs.get("timeout", own.args[0] if own.args else None)
+            item.add_marker(pytest.mark.timeout(seconds, method="thread"), append=False)
+
+
 @pytest.fixture(scope="session")
 def ray_session():
     """One real local Ray for the whole run (shoal joins it, so it does not start and stop one per env)."""

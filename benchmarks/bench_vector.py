@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import sys
-
 from functools import partial
 
 import gymnasium as gym

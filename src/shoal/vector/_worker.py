@@ -25,7 +25,7 @@ from shoal.errors import EnvError, EnvOutputError, ShoalError
 from shoal.vector.buffers import Buffers, BufferSpec
 from shoal.vector._counters import Counters
 from shoal.vector.channel import Channel
-from shoal.vector.engine import LooseObs
+from shoal.vector.engine import LooseObs, run_of
 from shoal.vector.infos import Entry, Finals
 from shoal.vector.heap import retain_freed_memory
 from shoal.vector.link import Link, Spin
@@ -121,9 +121,10 @@ def park_finals(value: Any, buffers: Buffers, ids: np.ndarray | None) -> tuple[A
     only = parked[0]
     if ids is None or len(parked) != 1 or type(only) is not Finals or only.obs is not None or any(only.infos):
         return parked, 0
-    ended = buffers.ended[ids[0] : ids[-1] + 1]  # type: ignore[index]  # allocated with final_obs
-    ended[:] = False
-    buffers.ended[only.ids] = True  # type: ignore[index]
+    ended = buffers.ended
+    assert ended is not None  # allocated with final_obs
+    ended[run_of(ids)] = False
+    ended[only.ids] = True
     return None, FINALS
 
 
@@ -134,8 +135,7 @@ def _park(finals: Finals, buffers: Buffers) -> bool:
     if isinstance(obs, np.ndarray):  # records already (an engine that reads them from the buffers)
         area[finals.ids] = obs
         return True
-    if obs is None:  # parked already
-        return True
+    assert obs is not None  # an engine's Finals always carry their observations
     layout = buffers.spec.obs
     if layout.structured:  # a dict or tuple read back from records is not the env's own container
         return False
@@ -159,7 +159,7 @@ def parked_finals(value: Any, buffers: Buffers) -> Any:
 
 def finals_of(buffers: Buffers, ids: np.ndarray) -> list[Entry]:
     """The answer a worker gave the code :data:`FINALS` for group ``ids`` (consecutive env ids)."""
-    done = ids[buffers.ended[ids[0] : ids[-1] + 1]]  # type: ignore[index]
+    done = ids[buffers.ended[run_of(ids)]]  # type: ignore[index]
     return [Finals(done, buffers.final_obs[done], [])]  # type: ignore[index]
 
 

@@ -11,7 +11,7 @@ import pytest
 from gymnasium import spaces
 
 import shoal
-from shoal.batch import BatchEnv, Streams, compare
+from shoal.batch import BatchEnv, Streams, compare, seed_states
 from shoal.errors import ConfigError, EnvError, EnvOutputError, ResetNeededError
 
 from fakes import BadBatch, Walk, WalkSingle
@@ -246,6 +246,21 @@ def test_streams_seed_what_is_unseeded_and_nothing_else():
     rng.seed(np.array([3]), [7])  # an explicit seed restarts a stream; the same seed gives the same stream
     assert rng.state[3] == seeded[0]
     assert rng.uniform(np.array([3]))[0] == rng.uniform(np.array([0]))[0]
+
+
+def test_streams_start_where_numpys_seed_sequence_does():
+    """Seeds are turned into stream states for a whole batch at once (shoal.batch.seed_states), as numpy's
+    SeedSequence would one at a time: one-word and two-word seeds, the edges between them, more than 64 bits."""
+    edges = [0, 1, 2, 2**31, 2**32 - 1, 2**32, 2**32 + 1, 2**63 - 1, 2**63, 2**64 - 1]
+    drawn = np.random.default_rng(0).integers(0, 2**64 - 1, 500, dtype=np.uint64, endpoint=True).tolist()
+    seeds = edges + drawn + list(range(3, 300))
+    expected = np.array([np.random.SeedSequence(s).generate_state(1, np.uint64)[0] for s in seeds], np.uint64)
+    assert np.array_equal(seed_states(np.array(seeds, np.uint64)), expected)
+    rng = Streams(len(seeds) + 2)
+    rng.seed(np.arange(len(seeds) + 2), seeds + [2**70, None])  # a seed past 64 bits, and one from the OS
+    assert np.array_equal(rng.state[: len(seeds)], expected)
+    assert rng.state[-2] == np.random.SeedSequence(2**70).generate_state(1, np.uint64)[0]
+    assert rng.seeded.all() and rng.state[-1] != 0
 
 
 def test_an_autoreset_hands_the_env_seeds_that_read_as_a_list_of_nones():

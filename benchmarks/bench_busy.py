@@ -1,12 +1,15 @@
 """shoal's default configuration on a machine other processes keep busy, against the single-process loops, in one run.
 
     python benchmarks/bench_busy.py [--busy 0 2 4 8] [--envs 8 16] [--workloads cartpole dict burn200us]
-                                    [--seconds 1] [--slice 0.1] [--rounds 3]
+                                    [--native Bandit:4096 Stochastic:4096 Bandit:65536] [--seconds 1] [--slice 0.1]
+                                    [--rounds 3]
 
 For each number of busy processes (each a Python loop that never sleeps, started before the vector envs are made and
 kept running while they step), measures shoal's default configuration (``shoal.make(fns)``), shoal's serial
 backend, Gymnasium's ``SyncVectorEnv`` and ``AsyncVectorEnv``, in interleaved rounds, and prints shoal's default over
-the better of serial and Gymnasium's Sync. Targets: >= 0.9 under load, >= 1.2 idle (issue 20).
+the better of serial and Gymnasium's Sync. Targets: >= 0.9 under load, >= 1.2 idle (issue 20). ``--native``
+adds batch-native envs (``shoal/NAME-v0`` with that many instances), shoal's default against its serial backend
+only (a Gymnasium vector env of the single-instance twin is hundreds of times slower: bench_batch.py).
 
 Idle, a configuration's figure is its best window (``bench_vector``'s method). Under load it is its sustained rate:
 all its steps over all its time, averaged over the rounds. A best window of a fraction of a second measures luck
@@ -87,6 +90,12 @@ def configs(fn, n):
     yield "gymnasium Async", lambda: gym.vector.AsyncVectorEnv(fns)
 
 
+def native_configs(name, n):
+    env_id = f"shoal/{name}-v0"
+    yield "shoal default", lambda: shoal.make(env_id, n)
+    yield "shoal serial", lambda: shoal.make(env_id, n, backend="serial")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     cores = os.cpu_count() or 1
@@ -95,40 +104,46 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--slice", type=float, default=0.1, help="busy: seconds a configuration steps in its turn")
     parser.add_argument("--envs", type=int, nargs="+", default=[8, 16])
-    parser.add_argument("--workloads", nargs="+", default=["cartpole", "dict", "burn200us"], choices=list(WORKLOADS))
+    parser.add_argument("--workloads", nargs="*", default=["cartpole", "dict", "burn200us"], choices=list(WORKLOADS))
+    parser.add_argument("--native", nargs="*", default=["Bandit:4096", "Stochastic:4096", "Bandit:65536"],
+                        help="batch-native envs as NAME:INSTANCES (none: --native with no value)")
     args = parser.parse_args()
+    natives = [(name, int(count)) for name, count in (spec.split(":") for spec in args.native)]
+    if any(name == "Spaces" for name, _ in natives):
+        parser.error("--native: Spaces takes Dict actions, and this benchmark steps zero integer actions")
     print(f"{cores} cores; busy = processes spinning beside the benchmark")
     print("steps/s: idle, the best window; busy, sustained (the mean over the rounds)")
-    print(f"{'busy':>4s} {'workload':10s} {'envs':>4s}  {'config':16s} {'steps/s':>10s}")
+    print(f"{'busy':>4s} {'workload':10s} {'envs':>6s}  {'config':16s} {'steps/s':>12s}")
     summary = []
     for busy in args.busy:
         hogs = [mp.Process(target=spin, daemon=True) for _ in range(busy)]
         for hog in hogs:
             hog.start()
         try:
-            for workload in args.workloads:
-                for n in args.envs:
-                    builds = dict(configs(WORKLOADS[workload], n))
-                    if busy:
-                        rounds = [sustained(builds, args.seconds, args.slice, k) for k in range(args.rounds)]
-                        rates = {name: statistics.mean(r[name] for r in rounds) for name in builds}
-                    else:
-                        runs = {name: (lambda build=build: measure(build(), args.seconds))
-                                for name, build in builds.items()}
-                        rates = interleaved(runs, args.rounds)
-                    for name, sps in rates.items():
-                        print(f"{busy:4d} {workload:10s} {n:4d}  {name:16s} {sps:10,.0f}", flush=True)
-                    summary.append((busy, workload, n, rates))
+            cases = [(w, n, dict(configs(WORKLOADS[w], n))) for w in args.workloads for n in args.envs]
+            cases += [(name, n, dict(native_configs(name, n))) for name, n in natives]
+            for workload, n, builds in cases:
+                if busy:
+                    rounds = [sustained(builds, args.seconds, args.slice, k) for k in range(args.rounds)]
+                    rates = {name: statistics.mean(r[name] for r in rounds) for name in builds}
+                else:
+                    runs = {name: (lambda build=build: measure(build(), args.seconds))
+                            for name, build in builds.items()}
+                    rates = interleaved(runs, args.rounds)
+                for name, sps in rates.items():
+                    print(f"{busy:4d} {workload:10s} {n:6d}  {name:16s} {sps:12,.0f}", flush=True)
+                summary.append((busy, workload, n, rates))
         finally:
             for hog in hogs:
                 hog.kill()
                 hog.join()
     print("\nshoal default / best of (shoal serial, Gymnasium Sync); target >= 0.9 busy, >= 1.2 idle")
     for busy, workload, n, r in summary:
-        floor = max(r["shoal serial"], r["gymnasium Sync"])
-        print(f"busy {busy:2d}  {workload:10s} {n:4d}  {r['shoal default'] / floor:5.2f}x  "
-              f"(default {r['shoal default']:,.0f}, serial {r['shoal serial']:,.0f}, "
-              f"Sync {r['gymnasium Sync']:,.0f}, Async {r['gymnasium Async']:,.0f})")
+        floor = max(r["shoal serial"], r.get("gymnasium Sync", 0.0))
+        peers = "".join(f", {name.split()[1]} {r[name]:,.0f}" for name in ("gymnasium Sync", "gymnasium Async")
+                        if name in r)
+        print(f"busy {busy:2d}  {workload:10s} {n:6d}  {r['shoal default'] / floor:5.2f}x  "
+              f"(default {r['shoal default']:,.0f}, serial {r['shoal serial']:,.0f}{peers})")
 
 
 if __name__ == "__main__":

@@ -12,10 +12,22 @@ import numpy as np
 import pytest
 
 import shoal
-from shoal.vector.load import CHEAP_BATCH_S, choose_workers, other_runnable, step_seconds
+from shoal.vector import load
+from shoal.vector.load import (
+    CHEAP_BATCH_S,
+    CHEAP_NATIVE_SHARE_S,
+    TINY_BATCH_S,
+    TINY_NATIVE_SHARE_S,
+    ShareCost,
+    batch_step_seconds,
+    choose_workers,
+    env_share_cost,
+    other_runnable,
+    step_seconds,
+)
 from shoal.vector.serial import SerialTransport
 
-from fakes import CountingEnv, FaultyEnv, SlowEnv
+from fakes import CountingEnv, FaultyEnv, SlowEnv, Walk
 from helpers import assert_same, rollout
 
 CORES = os.cpu_count() or 1
@@ -79,12 +91,79 @@ TINY, CHEAP, DEAR = 1e-6, 10e-6, 1e-3  # seconds a step
 def test_choose_workers(units, cores, others, cost, workers):
     asked = []
 
-    def step_cost():
-        asked.append(True)
-        return cost
+    def seconds(share):
+        asked.append(share)
+        return None if cost is None else cost * share
 
-    assert choose_workers(units, cores, others, step_cost) == workers
-    assert bool(asked) == (min(units, cores) > 1)  # an env is made and stepped to time it only where there is a choice
+    assert choose_workers(units, cores, others, ShareCost(seconds, TINY_BATCH_S, CHEAP_BATCH_S)) == workers
+    # an env is made and stepped to time it only where there is a choice, and a share is the most envs a worker gets
+    assert asked == ([-(-units // min(units, cores))] if min(units, cores) > 1 else [])
+
+
+@pytest.mark.parametrize(
+    "share, others, workers",
+    [
+        (TINY_NATIVE_SHARE_S * 0.9, 0.0, 1),  # a batch-native share of ~45 us: the calling process alone, even idle
+        (TINY_NATIVE_SHARE_S * 1.1, 0.0, 2),
+        (CHEAP_NATIVE_SHARE_S * 0.9, 0.0, 2),
+        (CHEAP_NATIVE_SHARE_S * 0.9, 2.0, 1),  # busy: a batch-native share of ~1.4 ms is cheap (a Gymnasium env's dear)
+        (CHEAP_NATIVE_SHARE_S, 2.0, 2),  # busy and dear
+    ],
+)
+def test_choose_workers_for_a_batch_native_env(share, others, workers):
+    cost = ShareCost(lambda units: share, TINY_NATIVE_SHARE_S, CHEAP_NATIVE_SHARE_S)
+    assert choose_workers(4096, 2, others, cost) == workers
+
+
+def test_env_share_cost_times_one_env_once():
+    made = []
+
+    def make():
+        made.append(True)
+        return SlowEnv(delay=0.002)
+
+    cost = env_share_cost(make)
+    assert cost.seconds(4) >= 4 * 0.002 and cost.seconds(2) >= 2 * 0.002
+    assert len(made) == 1 and (cost.tiny_s, cost.cheap_s) == (TINY_BATCH_S, CHEAP_BATCH_S)
+
+
+def test_batch_step_seconds_times_a_serial_vector_env():
+    assert batch_step_seconds(lambda: shoal.make(Walk, 64, backend="serial")) < 0.01
+    slow = [functools.partial(SlowEnv, delay=0.002)] * 2
+    assert batch_step_seconds(lambda: shoal.make(slow, backend="serial")) >= 0.004
+
+    def cannot_be_made():
+        raise RuntimeError("no such env")
+
+    assert batch_step_seconds(cannot_be_made) is None
+    assert batch_step_seconds(lambda: shoal.make([functools.partial(FaultyEnv, at=1)] * 2, backend="serial")) is None
+
+
+@pytest.mark.skipif(CORES < 2, reason="one core: one worker whatever the env")
+def test_a_batch_native_env_is_timed_on_a_share_of_its_instances(monkeypatch):
+    """make() times a worker's share of a batch-native env's instances on the serial backend (at most PROBED_UNITS of
+    them, scaled up) and steps them all in the calling process where that share is tiny; same results either way."""
+    probed = []
+    timed = load.batch_step_seconds
+
+    def spy(make_envs, *args, **kwargs):
+        envs = make_envs()
+        probed.append((envs.num_envs, envs.backend))
+        return timed(lambda: envs, *args, **kwargs)
+
+    monkeypatch.setattr(load, "batch_step_seconds", spy)
+    monkeypatch.setattr(load, "PROBED_UNITS", 8)
+    monkeypatch.setattr(load, "TINY_NATIVE_SHARE_S", 10.0)  # every share tiny
+    actions = np.random.default_rng(0).integers(0, 3, size=(30, 64))
+    with shoal.make(Walk, 64) as envs:
+        assert envs.num_workers == 1 and isinstance(envs._transport, SerialTransport)
+        assert probed == [(8, "serial")]  # a share of 32 instances, timed at 8
+        ours = rollout(envs, lambda t: actions[t], 30, seed=5)
+    monkeypatch.setattr(load, "TINY_NATIVE_SHARE_S", 0.0)  # no share tiny
+    with shoal.make(Walk, 64) as envs:
+        assert envs.num_workers == min(64, CORES) and not isinstance(envs._transport, SerialTransport)
+        for a, b in zip(ours, rollout(envs, lambda t: actions[t], 30, seed=5), strict=True):
+            assert_same(a, b)
 
 
 @linux_only
@@ -161,3 +240,9 @@ def test_an_env_of_a_few_microseconds_steps_in_the_calling_process_unless_worker
     for asked in ({"context": "fork"}, {"inline": False}):
         with shoal.make([CountingEnv] * 2, **asked) as envs:
             assert envs.num_workers == 2 and not isinstance(envs._transport, SerialTransport)
+
+
+@linux_only
+def test_on_a_busy_machine_a_cheap_batch_native_env_steps_in_the_calling_process(busy_machine):
+    with shoal.make(Walk, 256) as envs:  # a share of 128 instances: tens of microseconds
+        assert envs.num_workers == 1 and isinstance(envs._transport, SerialTransport)

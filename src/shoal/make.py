@@ -15,7 +15,7 @@ from shoal.errors import ConfigError
 from shoal.multiagent.engine import is_pettingzoo
 from shoal.vector.base import Backend, VectorEnv
 from shoal.vector.gym_engine import GymEngineFactory, refuse_foreign
-from shoal.vector.load import step_seconds
+from shoal.vector.load import env_share_cost, native_share_cost
 
 EnvLike = str | Callable[[], Env] | Sequence[Callable[[], Env]]
 
@@ -132,6 +132,9 @@ def build_batch(cls: type[BatchEnv], kwargs: dict[str, Any], num_envs: int | Non
         metadata = dict(getattr(probe, "metadata", {}) or {})
     finally:
         probe.close()
+    # asked where the default has a choice: a serial step of a worker's share, in the same autoreset mode
+    mode = {"autoreset_mode": options["autoreset_mode"]} if "autoreset_mode" in options else {}
+    cost = native_share_cost(lambda units: build_batch(cls, kwargs, units, backend="serial", **mode))
     if cls.possible_agents:  # agents as rows: num_envs counts envs, each of len(possible_agents) rows
         from shoal.multiagent.rows import AgentRows
         from shoal.multiagent.vector import MultiAgentVectorEnv
@@ -139,13 +142,16 @@ def build_batch(cls: type[BatchEnv], kwargs: dict[str, Any], num_envs: int | Non
         a = len(cls.possible_agents)
         rows = AgentRows(tuple(cls.possible_agents), (single_obs,) * a, (single_act,) * a, single_obs, single_act,
                          False)
-        return MultiAgentVectorEnv(BatchEngineFactory(cls, kwargs, rows), num_envs, metadata=metadata, **options)
+        return MultiAgentVectorEnv(
+            BatchEngineFactory(cls, kwargs, rows), num_envs, metadata=metadata, share_cost=cost, **options
+        )
     return VectorEnv(
         BatchEngineFactory(cls, kwargs),
         num_envs=num_envs,
         single_observation_space=single_obs,
         single_action_space=single_act,
         metadata=metadata,
+        share_cost=cost,
         **options,
     )
 
@@ -207,6 +213,6 @@ def build(
         metadata=metadata,
         render_mode=render_mode,
         batch_size=batch_size,
-        step_cost=functools.partial(step_seconds, env_fns[0]),  # asked where the default has a choice
+        share_cost=env_share_cost(env_fns[0]),  # asked where the default has a choice
         **options,
     )

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import warnings
 import weakref
-from typing import Any, Callable, Iterable, Literal, Sequence, TypeVar
+from typing import Any, Iterable, Literal, Sequence, TypeVar
 
 import gymnasium
 import numpy as np
@@ -41,7 +41,7 @@ from shoal.vector.checks import (
 from shoal.vector.copies import SPLIT_FROM, SplitCopies, copy_out
 from shoal.vector.engine import Command, LooseObs, Op, Sequences
 from shoal.vector.infos import merge_infos
-from shoal.vector.load import BUSY, choose_workers, other_runnable
+from shoal.vector.load import BUSY, ShareCost, choose_workers, other_runnable
 from shoal.vector.state import AsyncState, check_idle, check_timeout, check_waiting, whole
 from shoal.vector.transport import EngineFactory, Transport
 
@@ -102,7 +102,7 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):  # type: ignore[misc]
         extras: dict[str, tuple[np.dtype, tuple[int, ...]]] | None = None,
         address: str | None = None,
         rows_per_env: int = 1,
-        step_cost: Callable[[], float | None] | None = None,
+        share_cost: ShareCost | None = None,
     ) -> None:
         self.closed = True  # until the backend is up, so __del__ of a half-built env does nothing
         if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)) or num_envs < 1:
@@ -118,7 +118,7 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):  # type: ignore[misc]
         # The default may follow load and cost (shoal.vector.load) where no worker processes were asked for (a start
         # method, or every env in a worker): it may choose the calling process alone.
         chooses = batch_size in (None, num_envs) and context is None and inline is not False
-        self.num_workers = self._num_workers(backend, num_workers, address, step_cost if chooses else None)
+        self.num_workers = self._num_workers(backend, num_workers, address, share_cost if chooses else None)
         self.batch_size = self._batch_size(batch_size)
         self.is_async = self.batch_size < self.num_envs
         if inline is None:  # the calling process steps a share; all of them where the default chose it alone
@@ -215,10 +215,10 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):  # type: ignore[misc]
     # -- construction ------------------------------------------------------------------------------------------------
 
     def _num_workers(
-        self, backend: str, num_workers: int | None, address: str | None, step_cost: Callable[[], float | None] | None
+        self, backend: str, num_workers: int | None, address: str | None, share_cost: ShareCost | None
     ) -> int:
-        """``num_workers`` checked, or the default; ``step_cost``: where the default may follow the machine's load and
-        the env's cost (None: one per core)."""
+        """``num_workers`` checked, or the default; ``share_cost``: where the default may follow the machine's load
+        and the env's cost (None: one per core)."""
         if backend not in ("serial", "multiprocessing", "ray"):
             raise ConfigError(f"backend must be 'serial', 'multiprocessing' or 'ray', got {backend!r}")
         if address is not None and backend != "ray":
@@ -228,10 +228,10 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):  # type: ignore[misc]
             from shoal.vector.ray_transport import cluster_cpus
 
             return min(units, cluster_cpus(address))
-        if num_workers is None and backend == "multiprocessing" and step_cost is not None:
+        if num_workers is None and backend == "multiprocessing" and share_cost is not None:
             cores = os.cpu_count() or 1
             self._others = other_runnable()
-            workers = choose_workers(units, cores, self._others, step_cost)
+            workers = choose_workers(units, cores, self._others, share_cost)
             self._alone = workers == 1 < min(units, cores)
             return workers
         if num_workers is None:

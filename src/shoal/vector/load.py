@@ -7,9 +7,11 @@ step) steps faster all in the calling process (measured on 2 cores with 1 to 4 b
 CartPole x 8 at 0.3-0.7x of one process), while an env whose step costs hundreds of microseconds still gains from
 workers (200 us a step: 1.2-1.3x one process with 2 and 4 busy processes, 0.9x with 1). An env whose steps cost a
 few microseconds steps faster in the calling process even on an idle machine. Both are measured when the vector env
-is made: the number of runnable tasks the kernel reports (a few readings of ``/proc/loadavg``, ~10 ms), and the time
-a few steps of one more env, made for that, take. The choice holds for the vector env's life; a machine that gets
-busy later is not followed (``benchmarks/bench_busy.py`` measures both sides).
+is made: the number of runnable tasks the kernel reports (a few readings of ``/proc/loadavg``, ~10 ms), and what a
+worker's share of a batch costs (:class:`ShareCost`): a few steps of one more env, made for that, timed
+(:func:`env_share_cost`), or for a batch-native env a few steps of a worker's share of its instances on the serial
+backend (:func:`native_share_cost`). The choice holds for the vector env's life; a machine that gets busy later is
+not followed (``benchmarks/bench_busy.py`` measures both sides).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from __future__ import annotations
 import logging
 import statistics
 import time
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 log = logging.getLogger(__name__)
 
@@ -29,9 +31,23 @@ TINY_BATCH_S = 5e-6
 calling process even on an idle machine: a hand-off and shoal's own work per env cost as much (measured on 2 cores:
 the Dict workload, 0.84 us a step, ran with a worker per core at 0.87x the serial backend with 8 envs, a share of
 3.4 us, and at 1.05x with 16, a share of 6.7 us)."""
+TINY_NATIVE_SHARE_S = 50e-6
+"""A batch-native env's share below this much time (a serial step of a worker's share of the instances, shoal's
+fixed cost of a step included: ~30 us) steps faster in the calling process even on an idle machine: the calling
+process still checks, writes and copies out the worker's rows, and a hand-off costs as much as what the worker takes
+off it (measured on 2 cores at 4096 instances: Bandit, a share of ~37 us, ran with a worker per core at 0.81-0.86x
+the serial backend, Stochastic at ~49 us 0.94-1.05x, Memory at ~72 us 1.09-1.16x)."""
+PROBED_UNITS = 16384
+"""The most instances of a batch-native env the default times (a larger share is timed at this many and scaled up,
+which counts shoal's fixed cost of a step more than once: never less than the share costs). Timing a share of 131072
+Squared instances (a reset and three steps) took ~0.4 s; at this many ~40 ms."""
 CHEAP_BATCH_S = 500e-6
 """A worker's share of one batch below this much env work counts as cheap: on a busy machine a hand-off costs as
 much, so those envs step in the calling process."""
+CHEAP_NATIVE_SHARE_S = 1.5e-3
+"""A batch-native env's share below this much time (timed as for :data:`TINY_NATIVE_SHARE_S`) counts as cheap
+(measured on 2 cores with 2 and 8 busy processes, a worker per core against the serial backend: Squared, a share of
+~0.54 ms, 0.80-0.87x; ~1 ms, 0.91-1.01x; ~1.9 ms, 1.15-1.37x)."""
 _READINGS, _READING_GAP_S = 8, 1e-3
 
 
@@ -90,31 +106,97 @@ def step_seconds(make_env: Callable[[], Any], budget_s: float = 5e-3, max_steps:
             close()
 
 
-def choose_workers(units: int, cores: int, others: float, step_cost: Callable[[], float | None] | None) -> int:
-    """Workers for ``units`` envs stepped synchronously on ``cores`` cores with ``others`` runnable tasks besides
-    the caller; ``step_cost()`` gives one env step's seconds (None: unknown). 1 means the calling process alone.
+class ShareCost(NamedTuple):
+    """What a worker's share of one synchronous batch costs: ``seconds(units)`` times a share of that many units
+    (envs; None: it could not be timed); ``tiny_s``, the share below which a hand-off does not pay, and ``cheap_s``,
+    below which it does not pay on a busy machine."""
 
-    A worker's share of a batch (``step_cost() * units / workers``) decides: under :data:`TINY_BATCH_S`, 1; on an
-    idle machine (``others <`` :data:`BUSY`) otherwise one worker per core; on a busy one, an env of unknown cost or
-    a share of :data:`CHEAP_BATCH_S` or more still one per core (workers gain even on shared cores), a cheaper one
-    one per free core, and 1 when fewer than two cores are free.
+    seconds: Callable[[int], float | None]
+    tiny_s: float
+    cheap_s: float
+
+
+def env_share_cost(make_env: Callable[[], Any]) -> ShareCost:
+    """The share cost of Gymnasium envs made by ``make_env``: units times one env's step (:func:`step_seconds`,
+    timed once, when first asked), below :data:`TINY_BATCH_S` tiny, below :data:`CHEAP_BATCH_S` cheap."""
+    timed: list[float | None] = []
+
+    def seconds(units: int) -> float | None:
+        if not timed:
+            timed.append(step_seconds(make_env))
+        step = timed[0]
+        return None if step is None else step * units
+
+    return ShareCost(seconds, TINY_BATCH_S, CHEAP_BATCH_S)
+
+
+def native_share_cost(make_serial: Callable[[int], Any]) -> ShareCost:
+    """The share cost of a batch-native env: a serial vector env of a share's units (made by ``make_serial``; of
+    :data:`PROBED_UNITS` at most, its time scaled up to the share's) timed by :func:`batch_step_seconds`, below
+    :data:`TINY_NATIVE_SHARE_S` tiny, below :data:`CHEAP_NATIVE_SHARE_S` cheap."""
+
+    def seconds(units: int) -> float | None:
+        probed = min(units, PROBED_UNITS)
+        step = batch_step_seconds(lambda: make_serial(probed))
+        return None if step is None else step * units / probed
+
+    return ShareCost(seconds, TINY_NATIVE_SHARE_S, CHEAP_NATIVE_SHARE_S)
+
+
+def batch_step_seconds(make_envs: Callable[[], Any], budget_s: float = 5e-3, max_steps: int = 16) -> float | None:
+    """The median time of a few steps (after a seeded reset and one untimed step; sampled actions; within
+    ``budget_s``, but at least three, so that one step that lost the core to another process is not the median) of
+    the vector env ``make_envs`` makes (and closes); None where that fails (the vector env's own envs report it when
+    they step)."""
+    try:
+        envs = make_envs()
+    except Exception as exc:
+        log.debug("could not make a vector env to time its steps: %s", exc)
+        return None
+    try:
+        envs.reset(seed=0)
+        space = envs.action_space
+        space.seed(0)
+        actions = [space.sample() for _ in range(min(max_steps, 4))]  # drawn before: sampling is not the env's cost
+        envs.step(actions[-1])  # untimed: the first step is checked (seed 004's first-batch checks)
+        times: list[float] = []
+        start = time.perf_counter()
+        while len(times) < max_steps and (len(times) < 3 or time.perf_counter() - start < budget_s):
+            before = time.perf_counter()
+            envs.step(actions[len(times) % len(actions)])
+            times.append(time.perf_counter() - before)
+        return statistics.median(times)
+    except Exception as exc:
+        log.debug("could not time a step of %r: %s", envs, exc)
+        return None
+    finally:
+        envs.close()
+
+
+def choose_workers(units: int, cores: int, others: float, cost: ShareCost | None) -> int:
+    """Workers for ``units`` envs stepped synchronously on ``cores`` cores with ``others`` runnable tasks besides
+    the caller; ``cost`` says what a worker's share takes (None: unknown). 1 means the calling process alone.
+
+    A worker's share of a batch (``cost.seconds`` of ``units / workers`` units, rounded up) decides: under
+    ``cost.tiny_s``, 1; on an idle machine (``others <`` :data:`BUSY`) otherwise one worker per core; on a busy one,
+    an env of unknown cost or a share of ``cost.cheap_s`` or more still one per core (workers gain even on shared
+    cores), a cheaper one one per free core, and 1 when fewer than two cores are free.
     """
     per_core = min(units, cores)
     if per_core == 1:
         return 1
-    cost = step_cost() if step_cost is not None else None
-    share = None if cost is None else cost * units / per_core
+    share = None if cost is None else cost.seconds(-(-units // per_core))
     busy = others >= BUSY
-    if share is not None and share < TINY_BATCH_S:
+    if share is not None and cost is not None and share < cost.tiny_s:
         workers = 1
-    elif not busy or share is None or share >= CHEAP_BATCH_S:
+    elif not busy or share is None or cost is None or share >= cost.cheap_s:
         return per_core
     else:
         free = int(cores - others + 0.5)
         workers = min(units, free) if free >= 2 else 1
-    assert cost is not None  # (each path here measured it)
+    assert share is not None  # (each path here measured it)
     log.info(
-        "%.1f other runnable tasks on %d cores and ~%.1f us an env step: %d worker%s", others, cores, cost * 1e6,
-        workers, "" if workers == 1 else "s",
+        "%.1f other runnable tasks on %d cores and ~%.1f us a worker's share of a step: %d worker%s", others, cores,
+        share * 1e6, workers, "" if workers == 1 else "s",
     )
     return workers

@@ -100,18 +100,19 @@ class CountingEnv(gym.Env):
 class AsReturned(gym.Env):
     """Episodes of ``length`` steps whose observations are of a type the space holds without being its own:
     ``kind`` "int" (a Python int in a Discrete space), "f32" (a float32 array in a float64 Box), or "own" (the
-    Box's own dtype)."""
+    Box's own dtype). ``tag`` (0-9) sets envs of the same length apart: it is in every observation."""
 
-    def __init__(self, kind: str, length: int) -> None:
-        self.kind, self.length = kind, length
-        self.observation_space = spaces.Discrete(1000) if kind == "int" else spaces.Box(-1e3, 1e3, (2,), np.float64)
+    def __init__(self, kind: str, length: int, tag: int = 0) -> None:
+        self.kind, self.length, self.tag = kind, length, tag
+        self.observation_space = (spaces.Discrete(10_000) if kind == "int"
+                                  else spaces.Box(-1e3, 1e3, (2,), np.float64))
         self.action_space = spaces.Discrete(2)
         self.t = self.episode = 0
 
     def _obs(self):
         if self.kind == "int":
-            return 10 * self.episode + self.t
-        return np.array([self.episode, self.t], np.float32 if self.kind == "f32" else np.float64)
+            return 1000 * self.tag + 10 * self.episode + self.t
+        return np.array([self.episode + 100 * self.tag, self.t], np.float32 if self.kind == "f32" else np.float64)
 
     def reset(self, *, seed=None, options=None):
         super().reset(seed=seed)

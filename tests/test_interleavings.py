@@ -22,7 +22,7 @@ from contextlib import closing
 from fakes import AsReturned, SpaceEnv, Walk, WalkSingle
 from gymnasium.vector import AutoresetMode
 from helpers import assert_same
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 CONFIGS = [
@@ -32,15 +32,18 @@ CONFIGS = [
         {"backend": "multiprocessing", "num_workers": 2, "context": "fork", "inline": False}, id="mp-fork-noinline"
     ),
 ]
-OBS = ["box_f32", "box_u8_img", "discrete", "dict", "tuple", "int", "f32", "walk"]
-"""SpaceEnv's observation spaces; AsReturned's kinds "int" and "f32"; "walk": the batch-native Walk (shoal's side)
-against its single-instance twin (Gymnasium's)."""
+OBS = ["box_f32", "box_u8_img", "discrete", "dict", "tuple", "int", "f32", "own", "walk"]
+"""SpaceEnv's observation spaces; AsReturned's kinds "int", "f32" and "own" (no infos: a worker's same-step final
+observations stay in shared memory); "walk": the batch-native Walk (shoal's side) against its single-instance twin
+(Gymnasium's)."""
+ENDING_TOGETHER = [functools.partial(AsReturned, "own", 2, tag) for tag in range(4)]
+"""Envs whose episodes end in the same steps with different final observations (each worker's group has several)."""
 ACTS = ["discrete", "box_f32", "dict"]
 
 
-def _env(obs: str, act: str, length: int):
-    if obs in ("int", "f32"):
-        return AsReturned(obs, length)
+def _env(obs: str, act: str, length: int, tag: int = 0):
+    if obs in ("int", "f32", "own"):
+        return AsReturned(obs, length, tag)
     if obs == "walk":
         return WalkSingle(length)
     return SpaceEnv(obs, act, max_steps=length)
@@ -60,11 +63,11 @@ def programs(draw):
     a list of seeds, or None: unseeded) and ``("mask", bits, seed)``."""
     n = draw(st.integers(2, 5))
     obs = draw(st.sampled_from(OBS))
-    act = "discrete" if obs in ("int", "f32", "walk") else draw(st.sampled_from(ACTS))
+    act = "discrete" if obs in ("int", "f32", "own", "walk") else draw(st.sampled_from(ACTS))
     lengths = draw(st.lists(st.integers(1, 6), min_size=n, max_size=n))
     if obs == "walk":  # one limit for every instance of the batch-native env
         lengths = [lengths[0]] * n
-    fns = [functools.partial(_env, obs, act, length) for length in lengths]
+    fns = [functools.partial(_env, obs, act, length, tag) for tag, length in enumerate(lengths)]
     mode = draw(st.sampled_from(list(AutoresetMode)))
     seeds = st.integers(0, 2**16)
     op = st.one_of(
@@ -110,6 +113,7 @@ def _run(envs, mode: AutoresetMode, ops: list) -> list:
 @pytest.mark.parametrize("config", CONFIGS)
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(program=programs())
+@example(program=("own", ENDING_TOGETHER, AutoresetMode.SAME_STEP, [("reset", 3)] + [("step",)] * 5))
 def test_generated_programs_equal_gymnasium(config, program):
     obs, fns, mode, ops = program
     envs, ref = _pair(obs, fns, mode, config)
@@ -120,3 +124,62 @@ def test_generated_programs_equal_gymnasium(config, program):
             assert_same(g, e, f"result {t} of {ops}")
     for t, (g, e) in enumerate(zip(got, expected)):  # nothing handed out changed afterwards, closing included
         assert_same(g, e, f"result {t}, after the program, of {ops}")
+
+
+def _own(envs, calls: int, action_of) -> dict:
+    """Step ``envs`` ``calls`` times (an asynchronous one: whichever envs come back), each env with
+    ``action_of(env, its own step count)``; per env, what each of its steps returned: observation, reward, flags,
+    info and, in same-step mode, the final observation of an episode that ended."""
+    from gymnasium.vector.utils import iterate
+
+    _, info = envs.reset(seed=11)
+    ids = info["env_id"].tolist() if "env_id" in info else list(range(envs.num_envs))
+    t_of, got = {i: 0 for i in range(envs.num_envs)}, {i: [] for i in range(envs.num_envs)}
+    for _ in range(calls):
+        envs.send(np.array([action_of(i, t_of[i]) for i in ids]))
+        for i in ids:
+            t_of[i] += 1
+        obs, reward, term, trunc, info = envs.recv()
+        ids = info["env_id"].tolist() if "env_id" in info else list(range(envs.num_envs))
+        ended = info.get("_final_obs", np.zeros(len(ids), bool))
+        for row, (i, o) in enumerate(zip(ids, iterate(envs.observation_space, obs))):
+            if len(got[i]) < t_of[i]:  # a step's result (an env's first batch after a reset brings its reset)
+                final = info["final_obs"][row] if ended[row] else None
+                got[i].append((o, reward[row], term[row], trunc[row], final))
+    return got
+
+
+@st.composite
+def async_programs(draw):
+    n = draw(st.integers(2, 6))
+    obs = draw(st.sampled_from([o for o in OBS if o != "walk"]))
+    lengths = draw(st.lists(st.integers(1, 6), min_size=n, max_size=n))
+    workers = draw(st.sampled_from([w for w in (1, 2, 3) if n % w == 0]))
+    batch = draw(st.integers(1, n - 1))
+    mode = draw(st.sampled_from([AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP]))
+    fns = [functools.partial(_env, obs, "discrete", length, tag) for tag, length in enumerate(lengths)]
+    return obs, fns, workers, batch, mode
+
+
+@pytest.mark.timeout(300)
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(program=async_programs())
+@example(program=("own", ENDING_TOGETHER, 2, 2, AutoresetMode.SAME_STEP))
+def test_generated_asynchronous_batches_follow_each_envs_own_trajectory(program):
+    """First-N-of-M batches of any size over 1 to 3 workers: each env's own steps (observations, rewards, flags,
+    same-step final observations) equal the same env's stepped synchronously with the same actions."""
+    obs, fns, workers, batch, mode = program
+    n = len(fns)
+
+    def action_of(env, t):
+        return (env * 7 + t * 3) % 2 if obs in ("int", "f32", "own") else (env * 7 + t * 3) % 7 - 2
+
+    with shoal.make(fns, backend="serial", autoreset_mode=mode) as sync:
+        expected = _own(sync, 8, action_of)
+    with shoal.make(fns, num_workers=workers, batch_size=batch, autoreset_mode=mode, context="fork") as envs:
+        got = _own(envs, 8 * n // batch + n, action_of)
+    for i in range(n):
+        k = min(len(got[i]), len(expected[i]))
+        assert k >= 1, f"env {i} never stepped"
+        for t in range(k):
+            assert_same(got[i][t], expected[i][t], f"env {i}, its step {t}")

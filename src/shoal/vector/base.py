@@ -432,8 +432,7 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):  # type: ignore[misc]
             return
         self._action_layout.write(self._buffers.actions, self._held_rows, batch)
         if self._action_layout.loose:  # leaves without a fixed size go with the command, one tuple per env
-            held = self._held
-            assert held is not None  # _sendable checked it
+            held = self._sending
             per_env = list(zip(*self._action_layout.loose_values(batch)))
             starts = np.cumsum([0] + [len(self.groups[g]) for g in held]).tolist()
             commands = {
@@ -460,10 +459,16 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):  # type: ignore[misc]
             raise NotResetError("call reset() before step()/send()")
         return self._held_ids
 
-    def _send_sequences(self, ids: np.ndarray, values: np.ndarray, offsets: np.ndarray, gamma: float) -> None:
-        self._check_env_actions(ids, values, offsets)
+    @property
+    def _sending(self) -> list[int]:
+        """The groups the caller holds, once :meth:`_sendable` has said there are some."""
         held = self._held
         assert held is not None  # _sendable checked it
+        return held
+
+    def _send_sequences(self, ids: np.ndarray, values: np.ndarray, offsets: np.ndarray, gamma: float) -> None:
+        self._check_env_actions(ids, values, offsets)
+        held = self._sending
         starts = np.cumsum([0] + [len(self.groups[g]) for g in held])[:-1].tolist()
         parts = Sequences(values, offsets, gamma).split(starts)
         commands = {g: Command(Op.SEQUENCES, self._group_ids(g), p) for g, p in zip(held, parts)}
@@ -486,8 +491,7 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):  # type: ignore[misc]
                     f"envs {ended.tolist()} ended their episode and autoreset_mode='disabled': reset them with "
                     f"reset(options={{'reset_mask': mask}}) before stepping them again"
                 )
-        held = self._held
-        assert held is not None  # _sendable checked it
+        held = self._sending
         if self._buffers.slots_on[0]:
             self._buffers.obs_target[ids] = self._write_slot
         if commands is not None and next(iter(commands.values())).op is Op.SEQUENCES:

@@ -36,7 +36,7 @@ TINY_NATIVE_SHARE_S = 50e-6
 fixed cost of a step included: ~30 us) steps faster in the calling process even on an idle machine: the calling
 process still checks, writes and copies out the worker's rows, and a hand-off costs as much as what the worker takes
 off it (measured on 2 cores at 4096 instances: Bandit, a share of ~37 us, ran with a worker per core at 0.81-0.86x
-the serial backend, Stochastic at ~49 us 0.94-1.05x, Memory at ~72 us 1.09-1.16x)."""
+the serial backend, Stochastic at ~49 us 0.94-1.20x, Memory at ~72 us 1.08-1.29x)."""
 PROBED_UNITS = 16384
 """The most instances of a batch-native env the default times (a larger share is timed at this many and scaled up,
 which counts shoal's fixed cost of a step more than once: never less than the share costs). Timing a share of 131072

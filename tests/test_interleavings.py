@@ -11,19 +11,18 @@ final observations workers leave in shared memory) fails there.
 from __future__ import annotations
 
 import functools
+from contextlib import closing
 
 import gymnasium as gym
 import numpy as np
 import pytest
-
-import shoal
-from contextlib import closing
-
 from fakes import AsReturned, SpaceEnv, Walk, WalkSingle
 from gymnasium.vector import AutoresetMode
 from helpers import assert_same
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+
+import shoal
 
 CONFIGS = [
     pytest.param({"backend": "serial", "num_workers": 2}, id="serial"),
@@ -59,8 +58,8 @@ def _pair(obs: str, fns: list, mode: AutoresetMode, config: dict):
 
 @st.composite
 def programs(draw):
-    """(kind of env, env factories, autoreset mode, ops): ops are ``("step", t)``, ``("reset", seed)`` (an int,
-    a list of seeds, or None: unseeded) and ``("mask", bits, seed)``."""
+    """(kind of env, env factories, autoreset mode, ops): ops are ``("step",)``, ``("reset", seed)`` (an int, a list
+    of seeds, or None: unseeded) and ``("mask", bits, seeds)``; the first is always a seeded reset."""
     n = draw(st.integers(2, 5))
     obs = draw(st.sampled_from(OBS))
     act = "discrete" if obs in ("int", "f32", "own", "walk") else draw(st.sampled_from(ACTS))
@@ -128,8 +127,8 @@ def test_generated_programs_equal_gymnasium(config, program):
 
 def _own(envs, calls: int, action_of) -> dict:
     """Step ``envs`` ``calls`` times (an asynchronous one: whichever envs come back), each env with
-    ``action_of(env, its own step count)``; per env, what each of its steps returned: observation, reward, flags,
-    info and, in same-step mode, the final observation of an episode that ended."""
+    ``action_of(env, its own step count)``; per env, what each of its steps returned: observation, reward, flags
+    and, in same-step mode, the final observation of an episode that ended."""
     from gymnasium.vector.utils import iterate
 
     _, info = envs.reset(seed=11)

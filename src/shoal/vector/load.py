@@ -69,12 +69,13 @@ def other_runnable(readings: int = _READINGS, gap_s: float = _READING_GAP_S) -> 
 
 def step_seconds(make_env: Callable[[], Any], budget_s: float = 5e-3, max_steps: int = 16) -> float | None:
     """The median time of a few steps (after a seeded reset and one untimed step; sampled actions; within
-    ``budget_s``) of an env made by ``make_env`` (and closed); None where that cannot be timed (a human-rendering
-    env, or one that raises: the vector env's own envs report that, naming the env, when they step).
+    ``budget_s``, but at least three) of an env made by ``make_env`` (and closed); None where that cannot be timed (a
+    human-rendering env, or one that raises: the vector env's own envs report that, naming the env, when they step).
 
     The median, not the mean: on a busy machine the process may lose the core for a few milliseconds during these
     steps, and a mean would count that against the env (one lost 4 ms slice among 16 CartPole steps of ~10 us makes
-    the mean ~25x the step, enough to call the env dear and keep its workers)."""
+    the mean ~25x the step, enough to call the env dear and keep its workers). At least three steps, so that a lost
+    slice that uses up the budget is never half of what the median is taken over."""
     try:
         env = make_env()
     except Exception as exc:  # a probe only: the vector env's envs raise it again where it is reported
@@ -90,7 +91,7 @@ def step_seconds(make_env: Callable[[], Any], budget_s: float = 5e-3, max_steps:
         env.step(actions.pop())  # untimed: a first step may be checked (Gymnasium's env checker) or warm caches
         times: list[float] = []
         start = time.perf_counter()
-        while len(times) < max_steps and (not times or time.perf_counter() - start < budget_s):
+        while len(times) < max_steps and (len(times) < 3 or time.perf_counter() - start < budget_s):
             before = time.perf_counter()
             _, _, terminated, truncated, _ = env.step(actions[len(times)])
             times.append(time.perf_counter() - before)
@@ -144,10 +145,9 @@ def native_share_cost(make_serial: Callable[[int], Any]) -> ShareCost:
 
 
 def batch_step_seconds(make_envs: Callable[[], Any], budget_s: float = 5e-3, max_steps: int = 16) -> float | None:
-    """The median time of a few steps (after a seeded reset and one untimed step; sampled actions; within
-    ``budget_s``, but at least three, so that one step that lost the core to another process is not the median) of
-    the vector env ``make_envs`` makes (and closes); None where that fails (the vector env's own envs report it when
-    they step)."""
+    """:func:`step_seconds` of a vector env: the median time of a few steps (after a seeded reset and one untimed
+    step; sampled actions; within ``budget_s``, at least three) of the vector env ``make_envs`` makes (and closes);
+    None where that fails (the vector env's own envs report it when they step)."""
     try:
         envs = make_envs()
     except Exception as exc:

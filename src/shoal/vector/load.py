@@ -74,8 +74,8 @@ def step_seconds(make_env: Callable[[], Any], budget_s: float = 5e-3, max_steps:
 
     The median, not the mean: on a busy machine the process may lose the core for a few milliseconds during these
     steps, and a mean would count that against the env (one lost 4 ms slice among 16 CartPole steps of ~10 us makes
-    the mean ~25x the step, enough to call the env dear and keep its workers). At least three steps, so that a lost
-    slice that uses up the budget is never half of what the median is taken over."""
+    the mean ~25x the step, enough to call the env dear and keep its workers). At least three steps:
+    :func:`_median_of`."""
     try:
         env = make_env()
     except Exception as exc:  # a probe only: the vector env's envs raise it again where it is reported
@@ -89,15 +89,16 @@ def step_seconds(make_env: Callable[[], Any], budget_s: float = 5e-3, max_steps:
         space.seed(0)
         actions = [space.sample() for _ in range(max_steps + 1)]  # drawn before: sampling is not the env's cost
         env.step(actions.pop())  # untimed: a first step may be checked (Gymnasium's env checker) or warm caches
-        times: list[float] = []
-        start = time.perf_counter()
-        while len(times) < max_steps and (len(times) < 3 or time.perf_counter() - start < budget_s):
+
+        def timed(k: int) -> float:
             before = time.perf_counter()
-            _, _, terminated, truncated, _ = env.step(actions[len(times)])
-            times.append(time.perf_counter() - before)
-            if terminated or truncated:
+            _, _, terminated, truncated, _ = env.step(actions[k])
+            seconds = time.perf_counter() - before
+            if terminated or truncated:  # (not timed)
                 env.reset()
-        return statistics.median(times)
+            return seconds
+
+        return _median_of(timed, budget_s, max_steps)
     except Exception as exc:
         log.debug("could not time a step of %r: %s", env, exc)
         return None
@@ -105,6 +106,17 @@ def step_seconds(make_env: Callable[[], Any], budget_s: float = 5e-3, max_steps:
         close = getattr(env, "close", None)
         if callable(close):
             close()
+
+
+def _median_of(timed: Callable[[int], float], budget_s: float, max_steps: int) -> float:
+    """The median of ``timed(k)`` (the seconds step ``k`` took) for ``k = 0, 1, ...``: steps within ``budget_s``, at
+    least three (so that a slice lost to another process that uses up the budget is never half of what the median is
+    taken over) and at most ``max_steps``."""
+    times: list[float] = []
+    start = time.perf_counter()
+    while len(times) < max_steps and (len(times) < 3 or time.perf_counter() - start < budget_s):
+        times.append(timed(len(times)))
+    return statistics.median(times)
 
 
 class ShareCost(NamedTuple):
@@ -159,13 +171,13 @@ def batch_step_seconds(make_envs: Callable[[], Any], budget_s: float = 5e-3, max
         space.seed(0)
         actions = [space.sample() for _ in range(min(max_steps, 4))]  # drawn before: sampling is not the env's cost
         envs.step(actions[-1])  # untimed: the first step is checked (seed 004's first-batch checks)
-        times: list[float] = []
-        start = time.perf_counter()
-        while len(times) < max_steps and (len(times) < 3 or time.perf_counter() - start < budget_s):
+
+        def timed(k: int) -> float:
             before = time.perf_counter()
-            envs.step(actions[len(times) % len(actions)])
-            times.append(time.perf_counter() - before)
-        return statistics.median(times)
+            envs.step(actions[k % len(actions)])
+            return time.perf_counter() - before
+
+        return _median_of(timed, budget_s, max_steps)
     except Exception as exc:
         log.debug("could not time a step of %r: %s", envs, exc)
         return None

@@ -6,10 +6,15 @@ seeded and unseeded resets and partial resets (``reset_mask``) landing anywhere,
 autoreset. Every result is compared with Gymnasium's, bit for bit, and once the program has run every result handed
 out is compared again: an array that a later step wrote into (a view of memory the vector env reuses, such as the
 final observations workers leave in shared memory) fails there.
+
+Programs with multi-step action sequences among those operations, which Gymnasium's vector envs do not have, are
+compared with the envs stepped by hand (:class:`ByHand`), a reference that equals Gymnasium's ``SyncVectorEnv`` on
+the programs without sequences.
 """
 
 from __future__ import annotations
 
+import copy
 import functools
 from contextlib import closing
 
@@ -48,21 +53,26 @@ def _env(obs: str, act: str, length: int, tag: int = 0):
     return SpaceEnv(obs, act, max_steps=length)
 
 
-def _pair(obs: str, fns: list, mode: AutoresetMode, config: dict):
-    """(shoal's vector env, Gymnasium's SyncVectorEnv) of the program's envs; for "walk" shoal's is batch-native."""
-    ref = gym.vector.SyncVectorEnv(fns, autoreset_mode=mode)
+def _shoal(obs: str, fns: list, mode: AutoresetMode, config: dict):
+    """shoal's vector env of the program's envs; for "walk", the batch-native Walk."""
     if obs == "walk":
-        return shoal.make(functools.partial(Walk, limit=fns[0].args[2]), len(fns), autoreset_mode=mode, **config), ref
-    return shoal.make(fns, autoreset_mode=mode, **config), ref
+        return shoal.make(functools.partial(Walk, limit=fns[0].args[2]), len(fns), autoreset_mode=mode, **config)
+    return shoal.make(fns, autoreset_mode=mode, **config)
+
+
+def _pair(obs: str, fns: list, mode: AutoresetMode, config: dict):
+    """(shoal's vector env, Gymnasium's SyncVectorEnv) of the program's envs."""
+    return _shoal(obs, fns, mode, config), gym.vector.SyncVectorEnv(fns, autoreset_mode=mode)
 
 
 @st.composite
-def programs(draw):
+def programs(draw, acts=ACTS):
     """(kind of env, env factories, autoreset mode, ops): ops are ``("step",)``, ``("reset", seed)`` (an int, a list
-    of seeds, or None: unseeded) and ``("mask", bits, seeds)``; the first is always a seeded reset."""
+    of seeds, or None: unseeded) and ``("mask", bits, seeds)``; the first is always a seeded reset. ``acts``: the
+    SpaceEnv action spaces to draw from."""
     n = draw(st.integers(2, 5))
     obs = draw(st.sampled_from(OBS))
-    act = "discrete" if obs in ("int", "f32", "own", "walk") else draw(st.sampled_from(ACTS))
+    act = "discrete" if obs in ("int", "f32", "own", "walk") else draw(st.sampled_from(acts))
     lengths = draw(st.lists(st.integers(1, 6), min_size=n, max_size=n))
     if obs == "walk":  # one limit for every instance of the batch-native env
         lengths = [lengths[0]] * n
@@ -90,12 +100,17 @@ def _run(envs, mode: AutoresetMode, ops: list) -> list:
     n = envs.num_envs
     space = gym.vector.utils.batch_space(envs.single_action_space, n)
     space.seed(5)
+    single = copy.deepcopy(envs.single_action_space)
+    single.seed(6)
     out, ended = [], np.zeros(n, bool)
     for op in ops:
-        if op[0] == "step":
+        if op[0] in ("step", "seq"):
             if mode is AutoresetMode.DISABLED and ended.any():
                 out.append(envs.reset(options={"reset_mask": ended.copy()}))
-            result = envs.step(space.sample())
+            if op[0] == "step":
+                result = envs.step(space.sample())
+            else:
+                result = envs.step(_sequences(single, op[1]), gamma=op[2])
             ended = result[2] | result[3]
         elif op[0] == "reset":
             result = envs.reset(seed=op[1])
@@ -108,6 +123,13 @@ def _run(envs, mode: AutoresetMode, ops: list) -> list:
     return out
 
 
+def _compare(got: list, expected: list, ops: list, when: str = "") -> None:
+    """Every result of a program equal, bit for bit."""
+    assert len(got) == len(expected)
+    for t, (g, e) in enumerate(zip(got, expected)):
+        assert_same(g, e, f"result {t}{', ' + when if when else ''} of {ops}")
+
+
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("config", CONFIGS)
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -118,11 +140,8 @@ def test_generated_programs_equal_gymnasium(config, program):
     envs, ref = _pair(obs, fns, mode, config)
     with envs, closing(ref):
         got, expected = _run(envs, mode, ops), _run(ref, mode, ops)
-        assert len(got) == len(expected)
-        for t, (g, e) in enumerate(zip(got, expected)):
-            assert_same(g, e, f"result {t} of {ops}")
-    for t, (g, e) in enumerate(zip(got, expected)):  # nothing handed out changed afterwards, closing included
-        assert_same(g, e, f"result {t}, after the program, of {ops}")
+        _compare(got, expected, ops)
+    _compare(got, expected, ops, "after the program and close()")  # nothing handed out changed afterwards
 
 
 def _own(envs, calls: int, action_of) -> dict:
@@ -182,3 +201,123 @@ def test_generated_asynchronous_batches_follow_each_envs_own_trajectory(program)
         assert k >= 1, f"env {i} never stepped"
         for t in range(k):
             assert_same(got[i][t], expected[i][t], f"env {i}, its step {t}")
+
+
+class ByHand:
+    """The program's envs stepped one at a time by hand, the reference for programs with action sequences (which
+    Gymnasium's vector envs do not have): Gymnasium's ``SyncVectorEnv`` rules for steps and resets, and shoal's
+    documented ones for sequences. Each env runs its own sequence and stops where its episode ends; its reward is
+    ``sum_k gamma**k r_k`` over the steps taken, ``info["steps_taken"]`` counts them, its info is its last step's;
+    an env due for its next-step autoreset resets instead (that is its whole step: 0 steps, reward 0); an empty
+    sequence leaves its env as it was (its observation, reward 0, no flag, an autoreset still due)."""
+
+    def __init__(self, fns: list, mode: AutoresetMode) -> None:
+        self.envs = [fn() for fn in fns]
+        self.num_envs, self.mode = len(fns), mode
+        self.single_observation_space = self.envs[0].observation_space
+        self.single_action_space = self.envs[0].action_space
+        self.obs: list = [None] * self.num_envs
+        self.due = np.zeros(self.num_envs, bool)  # next-step mode: the env's next step is its autoreset
+
+    _add_info = gym.vector.VectorEnv._add_info  # Gymnasium's own merge of one env's info (it reads num_envs)
+
+    def _batch(self):
+        from gymnasium.vector.utils import concatenate, create_empty_array
+
+        space = self.single_observation_space
+        return concatenate(space, self.obs, create_empty_array(space, self.num_envs))
+
+    def reset(self, seed=None, options=None):
+        n = self.num_envs
+        mask = np.ones(n, bool) if options is None else options["reset_mask"]
+        seeds = [None] * n if seed is None else [seed + i for i in range(n)] if isinstance(seed, int) else seed
+        infos: dict = {}
+        for i in np.flatnonzero(mask).tolist():
+            self.obs[i], info = self.envs[i].reset(seed=seeds[i])
+            infos = self._add_info(infos, info, i)
+        self.due &= ~mask
+        return self._batch(), infos
+
+    def step(self, actions, gamma=None):
+        from gymnasium.vector.utils import batch_space, iterate
+
+        n, sequences = self.num_envs, isinstance(actions, list)
+        if not sequences:  # a plain step: a sequence of one action, without steps_taken
+            actions = [[a] for a in iterate(batch_space(self.single_action_space, n), actions)]
+        rewards, terms, truncs = np.zeros(n), np.zeros(n, bool), np.zeros(n, bool)
+        taken, infos = np.zeros(n, np.int32), {}
+        for i, seq in enumerate(actions):
+            env, info = self.envs[i], {}
+            if len(seq) and self.due[i]:  # the autoreset is this env's whole step
+                self.obs[i], info = env.reset()
+                self.due[i] = False
+            else:
+                discount = 1.0
+                for action in seq:
+                    self.obs[i], reward, terms[i], truncs[i], info = env.step(action)
+                    rewards[i] += discount * float(reward)
+                    discount *= 1.0 if gamma is None else gamma
+                    taken[i] += 1
+                    if terms[i] or truncs[i]:
+                        break
+                ended = bool(terms[i] or truncs[i])
+                if ended and self.mode is AutoresetMode.SAME_STEP:
+                    infos = self._add_info(infos, {"final_obs": self.obs[i], "final_info": info}, i)
+                    self.obs[i], info = env.reset()
+                elif self.mode is AutoresetMode.NEXT_STEP and len(seq):
+                    self.due[i] = ended
+            infos = self._add_info(infos, info, i)
+        if sequences:
+            infos["steps_taken"] = taken
+        return self._batch(), rewards, terms, truncs, infos
+
+    def close(self) -> None:
+        for env in self.envs:
+            env.close()
+
+
+def _sequences(space, lengths: list[int]) -> list[np.ndarray]:
+    """One action sequence per env, of ``lengths``, drawn from ``space`` (seeded by the caller)."""
+    return [np.array([space.sample() for _ in range(k)], dtype=space.dtype).reshape(k, *space.shape)
+            for k in lengths]
+
+
+@st.composite
+def sequence_programs(draw):
+    """:func:`programs` of array action spaces with ``("seq", lengths, gamma)`` ops among the others: one
+    sequence per env of ``lengths`` (0: skipped), discounted by ``gamma`` (None: 1)."""
+    obs, fns, mode, ops = draw(programs(acts=["discrete", "box_f32"]))
+    n = len(fns)
+    seq = st.tuples(
+        st.just("seq"),
+        st.lists(st.integers(0, 4), min_size=n, max_size=n),
+        st.sampled_from([None, 0.0, 0.5, 0.9, 1.0]),
+    )
+    extra = draw(st.lists(st.tuples(st.integers(1, len(ops)), seq), min_size=1, max_size=8))
+    for at, op in sorted(extra, key=lambda e: e[0], reverse=True):  # after the first reset, anywhere
+        ops.insert(at, op)
+    return obs, fns, mode, ops
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(program=programs(acts=["discrete", "box_f32"]))
+def test_the_hand_stepped_reference_equals_gymnasium(program):
+    """ByHand is the reference below only because on programs without sequences it is Gymnasium's SyncVectorEnv."""
+    _, fns, mode, ops = program
+    with closing(ByHand(fns, mode)) as by_hand, closing(gym.vector.SyncVectorEnv(fns, autoreset_mode=mode)) as ref:
+        _compare(_run(by_hand, mode, ops), _run(ref, mode, ops), ops)
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("config", CONFIGS)
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(program=sequence_programs())
+def test_generated_programs_with_action_sequences_equal_envs_stepped_by_hand(config, program):
+    """Action sequences (with gamma, empty ones, episodes ending inside them) among steps, resets and partial
+    resets, in every autoreset mode: each env's results equal the env stepped by hand, and stay so after close."""
+    obs, fns, mode, ops = program
+    envs = _shoal(obs, fns, mode, config)
+    with envs, closing(ByHand(fns, mode)) as by_hand:
+        got, expected = _run(envs, mode, ops), _run(by_hand, mode, ops)
+        _compare(got, expected, ops)
+    _compare(got, expected, ops, "after the program and close()")

@@ -144,26 +144,35 @@ def test_generated_programs_equal_gymnasium(config, program):
     _compare(got, expected, ops, "after the program and close()")  # nothing handed out changed afterwards
 
 
-def _own(envs, calls: int, action_of) -> dict:
+def _own(envs, calls: int, action_of, length_of=None) -> dict:
     """Step ``envs`` ``calls`` times (an asynchronous one: whichever envs come back), each env with
-    ``action_of(env, its own step count)``; per env, what each of its steps returned: observation, reward, flags
-    and, in same-step mode, the final observation of an episode that ended."""
+    ``action_of(env, its own step count)``, or with ``length_of`` an action sequence of ``length_of(env, its own
+    step count)`` actions (``action_of(env, 4 * count + k)``, gamma 0.5); per env, what each of its steps
+    returned: observation, reward, flags, steps taken (sequences) and, in same-step mode, the final observation of
+    an episode that ended."""
     from gymnasium.vector.utils import iterate
+
+    def act(i: int, t: int):
+        if length_of is None:
+            return action_of(i, t)
+        return np.array([action_of(i, 4 * t + k) for k in range(length_of(i, t))], np.int64)
 
     _, info = envs.reset(seed=11)
     ids = info["env_id"].tolist() if "env_id" in info else list(range(envs.num_envs))
     t_of, got = {i: 0 for i in range(envs.num_envs)}, {i: [] for i in range(envs.num_envs)}
     for _ in range(calls):
-        envs.send(np.array([action_of(i, t_of[i]) for i in ids]))
+        actions = [act(i, t_of[i]) for i in ids]
+        envs.send(np.array(actions) if length_of is None else actions, gamma=None if length_of is None else 0.5)
         for i in ids:
             t_of[i] += 1
         obs, reward, term, trunc, info = envs.recv()
         ids = info["env_id"].tolist() if "env_id" in info else list(range(envs.num_envs))
         ended = info.get("_final_obs", np.zeros(len(ids), bool))
+        taken = info.get("steps_taken", np.full(len(ids), -1))
         for row, (i, o) in enumerate(zip(ids, iterate(envs.observation_space, obs))):
             if len(got[i]) < t_of[i]:  # a step's result (an env's first batch after a reset brings its reset)
                 final = info["final_obs"][row] if ended[row] else None
-                got[i].append((o, reward[row], term[row], trunc[row], final))
+                got[i].append((o, reward[row], term[row], trunc[row], taken[row], final))
     return got
 
 
@@ -176,26 +185,33 @@ def async_programs(draw):
     batch = draw(st.integers(1, n - 1))
     mode = draw(st.sampled_from([AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP]))
     fns = [functools.partial(_env, obs, "discrete", length, tag) for tag, length in enumerate(lengths)]
-    return obs, fns, workers, batch, mode
+    sequences = draw(st.booleans())
+    return obs, fns, workers, batch, mode, sequences
 
 
 @pytest.mark.timeout(300)
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(program=async_programs())
-@example(program=("own", ENDING_TOGETHER, 2, 2, AutoresetMode.SAME_STEP))
+@example(program=("own", ENDING_TOGETHER, 2, 2, AutoresetMode.SAME_STEP, False))
+@example(program=("own", ENDING_TOGETHER, 2, 2, AutoresetMode.SAME_STEP, True))
 def test_generated_asynchronous_batches_follow_each_envs_own_trajectory(program):
-    """First-N-of-M batches of any size over 1 to 3 workers: each env's own steps (observations, rewards, flags,
-    same-step final observations) equal the same env's stepped synchronously with the same actions."""
-    obs, fns, workers, batch, mode = program
+    """First-N-of-M batches of any size over 1 to 3 workers, of single actions or of action sequences (empty ones
+    included): each env's own steps (observations, rewards, flags, steps taken, same-step final observations)
+    equal the same env's stepped synchronously with the same actions."""
+    obs, fns, workers, batch, mode, sequences = program
     n = len(fns)
 
     def action_of(env, t):
         return (env * 7 + t * 3) % 2 if obs in ("int", "f32", "own") else (env * 7 + t * 3) % 7 - 2
 
+    def length_of(env, t):
+        return (env * 5 + t * 3) % 4
+
+    length = length_of if sequences else None
     with shoal.make(fns, backend="serial", autoreset_mode=mode) as sync:
-        expected = _own(sync, 8, action_of)
+        expected = _own(sync, 8, action_of, length)
     with shoal.make(fns, num_workers=workers, batch_size=batch, autoreset_mode=mode, context="fork") as envs:
-        got = _own(envs, 8 * n // batch + n, action_of)
+        got = _own(envs, 8 * n // batch + n, action_of, length)
     for i in range(n):
         k = min(len(got[i]), len(expected[i]))
         assert k >= 1, f"env {i} never stepped"

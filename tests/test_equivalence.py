@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import functools
+import pickle
+import subprocess
+import sys
+import textwrap
 from contextlib import closing
 
 import gymnasium as gym
@@ -86,6 +90,30 @@ def test_registered_id_equals_gymnasium():
         acts = rng.integers(0, 2, size=(200, 6))
         for e, g in zip(rollout(ref, lambda t: acts[t], 200, 3), rollout(envs, lambda t: acts[t], 200, 3)):
             assert_same(g, e)
+
+
+def test_ale_ids_need_no_import_of_ale_py():
+    """Gymnasium 1 knows the ``ALE/`` ids only once ``ale_py`` is imported and registered; shoal.make does that in
+    whichever process makes the envs (spawned workers too), and the envs equal Gymnasium's of the same id."""
+    code = textwrap.dedent("""
+        import pickle, sys
+        import numpy as np
+        import shoal
+        assert "ale_py" not in sys.modules
+        acts = lambda t: np.array([t % 6, 5 - t % 6])
+        with shoal.make("ALE/Pong-v5", 2, num_workers=2, context="spawn", frameskip=2) as envs:
+            got = [envs.reset(seed=3)[0]] + [envs.step(acts(t))[:4] for t in range(30)]
+        import ale_py
+        import gymnasium as gym
+        gym.register_envs(ale_py)
+        ref = gym.make_vec("ALE/Pong-v5", 2, vectorization_mode="sync", frameskip=2)
+        expected = [ref.reset(seed=3)[0]] + [ref.step(acts(t))[:4] for t in range(30)]
+        sys.stdout.buffer.write(pickle.dumps((got, expected)))
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120)
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    got, expected = pickle.loads(done.stdout[done.stdout.index(b"\x80"):])  # (ALE prints its banner first)
+    assert_same(tuple(got), tuple(expected))
 
 
 def test_same_seeds_same_rollouts_across_backends(backend):

@@ -27,7 +27,7 @@ def env_fns_of(env: EnvLike, num_envs: int | None, env_kwargs: dict[str, Any]) -
     if isinstance(env, str):
         if num_envs is None:
             raise ConfigError(f"num_envs is required with a Gymnasium id ({env!r})")
-        return [functools.partial(gymnasium.make, env, **env_kwargs)] * num_envs
+        return [functools.partial(gymnasium.make, registering(env), **env_kwargs)] * num_envs
     if env_kwargs:
         raise ConfigError(f"keyword arguments {sorted(env_kwargs)} are for gymnasium.make; pass a Gymnasium id")
     if callable(env):
@@ -49,6 +49,22 @@ def env_fns_of(env: EnvLike, num_envs: int | None, env_kwargs: dict[str, Any]) -
         f"env must be a Gymnasium id, a callable returning a gymnasium.Env, or a non-empty list of such callables; "
         f"got {type(env).__name__}"
     )
+
+
+_NAMESPACE_MODULES = {"ALE": "ale_py"}
+"""Namespaces of Gymnasium ids whose envs a module registers when imported (Gymnasium 1 no longer imports it), for
+packages shoal depends on."""
+
+
+def registering(env_id: str) -> str:
+    """``env_id`` in Gymnasium's ``"module:id"`` form where its namespace's module registers it (``"ALE/Pong-v5"``
+    -> ``"ale_py:ALE/Pong-v5"``), so that ``gymnasium.make`` imports that module first in whichever process makes the
+    env (a spawned worker too), as ``gym.make("ALE/Pong-v5")`` once did by itself; any other id as it is."""
+    if ":" in env_id:
+        return env_id
+    namespace = env_id.split("/", 1)[0] if "/" in env_id else None
+    module = _NAMESPACE_MODULES.get(namespace) if namespace else None
+    return f"{module}:{env_id}" if module else env_id
 
 
 def make(

@@ -124,6 +124,23 @@ class AsReturned(gym.Env):
         return self._obs(), float(action), self.t >= self.length, False, {}
 
 
+class BoolReward(gym.Env):
+    """Rewards that are bools (Python's on even steps, numpy's on odd ones): whether the action was 1."""
+
+    observation_space = spaces.Box(0, 100, (1,), np.float32)
+    action_space = spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.zeros(1, np.float32), {}
+
+    def step(self, action):
+        self.t += 1
+        hit = int(action) == 1
+        return np.full(1, self.t, np.float32), hit if self.t % 2 == 0 else np.bool_(hit), False, self.t >= 5, {}
+
+
 class SlowEnv(gym.Env):
     """Steps take ``delay`` seconds times (1 + env-specific jitter), so workers finish in varying orders; with
     ``info``, a step's info holds the env's step count (so answers carry a message)."""

@@ -6,11 +6,13 @@ from __future__ import annotations
 import functools
 import threading
 import warnings
+from contextlib import closing
 
 import gymnasium as gym
 import numpy as np
 import pytest
-from fakes import BadDataEnv, FaultyEnv, SpaceEnv
+from fakes import BadDataEnv, BoolReward, FaultyEnv, SpaceEnv
+from helpers import assert_same
 
 import shoal
 from shoal import errors
@@ -77,6 +79,17 @@ def test_what_casts_without_loss_is_accepted():
     with shoal.make("Pendulum-v1", 2, num_workers=2) as envs:  # float64 internals, float32 space
         envs.reset(seed=0)
         envs.step(np.zeros((2, 1), np.float32))
+
+
+def test_bool_rewards_are_numbers_as_in_gymnasium(backend):
+    """A bool reward (Python's or numpy's) is a ``SupportsFloat``, 0.0 or 1.0 without loss: taken, every step equal
+    to Gymnasium's SyncVectorEnv, where the env checker only warns."""
+    fns = [BoolReward] * 3
+    actions = [np.array([t % 2, 1, 0]) for t in range(12)]
+    with shoal.make(fns, **backend) as envs, closing(gym.vector.SyncVectorEnv(fns)) as ref:
+        assert_same(envs.reset(seed=0), ref.reset(seed=0))
+        for action in actions:
+            assert_same(envs.step(action), ref.step(action))
 
 
 def test_unpicklable_info_names_the_env():

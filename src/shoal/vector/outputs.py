@@ -20,9 +20,11 @@ from gymnasium import spaces
 from shoal.errors import EnvOutputError
 from shoal.spaces import FIXED_LEAVES, Layout, path_text
 
-_NUMBERS = (int, float, np.float64, np.float32, np.float16, np.int64, np.int32, np.int16, np.int8, np.uint8,
-            np.uint16, np.uint32, np.uint64)
 _BOOLS = (bool, np.bool_)
+_NUMBERS = (int, float, np.float64, np.float32, np.float16, np.int64, np.int32, np.int16, np.int8, np.uint8,
+            np.uint16, np.uint32, np.uint64, *_BOOLS)
+"""What a reward may be: a bool too (Gymnasium's ``SupportsFloat``; it is 0.0 or 1.0 without loss, as Gymnasium's
+vector envs store it)."""
 
 
 class Rejected(Exception):
@@ -129,7 +131,7 @@ def check_reward(reward: Any) -> None:
     """:class:`Rejected` unless ``reward`` is one real number."""
     if type(reward) in _NUMBERS:
         return
-    if isinstance(reward, (np.ndarray, np.generic)) and reward.shape == () and reward.dtype.kind in "iuf":
+    if isinstance(reward, (np.ndarray, np.generic)) and reward.shape == () and reward.dtype.kind in "biuf":
         return
     raise Rejected(f"expected the reward as one real number, got {_describe(reward)}")
 

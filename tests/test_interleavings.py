@@ -9,7 +9,8 @@ final observations workers leave in shared memory) fails there.
 
 Programs with multi-step action sequences among those operations, which Gymnasium's vector envs do not have, are
 compared with the envs stepped by hand (:class:`ByHand`), a reference that equals Gymnasium's ``SyncVectorEnv`` on
-the programs without sequences.
+the programs without sequences. Multi-agent (PettingZoo) programs, whole envs reset and masked, compare the worker
+backends with the serial one.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from contextlib import closing
 import gymnasium as gym
 import numpy as np
 import pytest
-from fakes import AsReturned, SpaceEnv, Walk, WalkSingle
+from fakes import AsReturned, Chatter, JoinLeave, SpaceEnv, Walk, WalkSingle
 from gymnasium.vector import AutoresetMode
 from helpers import assert_same
 from hypothesis import HealthCheck, example, given, settings
@@ -78,6 +79,12 @@ def programs(draw, acts=ACTS):
         lengths = [lengths[0]] * n
     fns = [functools.partial(_env, obs, act, length, tag) for tag, length in enumerate(lengths)]
     mode = draw(st.sampled_from(list(AutoresetMode)))
+    return obs, fns, mode, draw(_ops(n))
+
+
+def _ops(n: int):
+    """Programs over ``n`` envs: ``("step",)``, ``("reset", seed)`` (an int, a list of seeds, or None: unseeded)
+    and ``("mask", bits, seeds)``, after a first seeded reset."""
     seeds = st.integers(0, 2**16)
     op = st.one_of(
         st.tuples(st.just("step")),
@@ -90,19 +97,20 @@ def programs(draw, acts=ACTS):
             st.one_of(st.none(), st.lists(seeds, min_size=n, max_size=n)),
         ),
     )
-    ops = draw(st.lists(op, min_size=1, max_size=24).map(lambda rest: [("reset", draw(seeds))] + rest))
-    return obs, fns, mode, ops
+    return st.tuples(seeds, st.lists(op, min_size=1, max_size=24)).map(lambda first_rest: [("reset", first_rest[0])]
+                                                                          + first_rest[1])
 
 
-def _run(envs, mode: AutoresetMode, ops: list) -> list:
+def _run(envs, mode: AutoresetMode, ops: list, rows_per_env: int = 1) -> list:
     """Every result of ``ops`` on ``envs``. In disabled mode an env that ended is reset (with a mask, unseeded)
-    before the next step, as the caller must."""
+    before the next step, as the caller must. ``rows_per_env``: a multi-agent env's rows (its agents), all ended
+    when its episode is; masks are then one bool per env."""
     n = envs.num_envs
     space = gym.vector.utils.batch_space(envs.single_action_space, n)
     space.seed(5)
     single = copy.deepcopy(envs.single_action_space)
     single.seed(6)
-    out, ended = [], np.zeros(n, bool)
+    out, ended = [], np.zeros(n // rows_per_env, bool)
     for op in ops:
         if op[0] in ("step", "seq"):
             if mode is AutoresetMode.DISABLED and ended.any():
@@ -111,7 +119,7 @@ def _run(envs, mode: AutoresetMode, ops: list) -> list:
                 result = envs.step(space.sample())
             else:
                 result = envs.step(_sequences(single, op[1]), gamma=op[2])
-            ended = result[2] | result[3]
+            ended = (result[2] | result[3]).reshape(-1, rows_per_env).all(axis=1)
         elif op[0] == "reset":
             result = envs.reset(seed=op[1])
             ended[:] = False
@@ -335,5 +343,35 @@ def test_generated_programs_with_action_sequences_equal_envs_stepped_by_hand(con
     envs = _shoal(obs, fns, mode, config)
     with envs, closing(ByHand(fns, mode)) as by_hand:
         got, expected = _run(envs, mode, ops), _run(by_hand, mode, ops)
+        _compare(got, expected, ops)
+    _compare(got, expected, ops, "after the program and close()")
+
+
+@st.composite
+def multiagent_programs(draw):
+    """(PettingZoo env factory, how many envs, autoreset mode, ops): the scripted variable population JoinLeave, or
+    Chatter (a Text leaf, episodes of 1-4 steps)."""
+    n = draw(st.integers(2, 4))  # at least one per worker
+    fn = draw(st.sampled_from([JoinLeave, *[functools.partial(Chatter, length) for length in (1, 2, 4)]]))
+    mode = draw(st.sampled_from(list(AutoresetMode)))
+    return fn, n, mode, draw(_ops(n))
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("config", CONFIGS[1:])
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(program=multiagent_programs())
+@example(program=(JoinLeave, 2, AutoresetMode.SAME_STEP, [("reset", 0)] + [("step",)] * 8))
+@example(program=(JoinLeave, 3, AutoresetMode.NEXT_STEP,
+                  [("reset", None), ("step",), ("step",), ("mask", [False, True, False], None)] + [("step",)] * 8))
+def test_generated_multiagent_programs_equal_the_serial_backend(config, program):
+    """Multi-agent rows (agents joining and leaving, a loose Text leaf in same-step final observations) under
+    steps, resets and partial resets of whole envs in every autoreset mode: the worker backends equal the serial one
+    (itself checked against the envs stepped by hand and written tables in test_multiagent), bit for bit."""
+    fn, n, mode, ops = program
+    with shoal.make(fn, n, autoreset_mode=mode, backend="serial") as ref, \
+            shoal.make(fn, n, autoreset_mode=mode, **config) as envs:
+        rows = envs.agents_per_env
+        got, expected = _run(envs, mode, ops, rows), _run(ref, mode, ops, rows)
         _compare(got, expected, ops)
     _compare(got, expected, ops, "after the program and close()")

@@ -37,6 +37,7 @@ CONFIGS = [
         {"backend": "multiprocessing", "num_workers": 2, "context": "fork", "inline": False}, id="mp-fork-noinline"
     ),
 ]
+RAY = {"backend": "ray", "num_workers": 2}
 OBS = ["box_f32", "box_u8_img", "discrete", "dict", "tuple", "int", "f32", "own", "walk"]
 """SpaceEnv's observation spaces; AsReturned's kinds "int", "f32" and "own" (no infos: a worker's same-step final
 observations stay in shared memory); "walk": the batch-native Walk (shoal's side) against its single-instance twin
@@ -97,8 +98,8 @@ def _ops(n: int):
             st.one_of(st.none(), st.lists(seeds, min_size=n, max_size=n)),
         ),
     )
-    return st.tuples(seeds, st.lists(op, min_size=1, max_size=24)).map(lambda first_rest: [("reset", first_rest[0])]
-                                                                          + first_rest[1])
+    first = st.tuples(st.just("reset"), seeds)
+    return st.tuples(first, st.lists(op, min_size=1, max_size=24)).map(lambda parts: [parts[0], *parts[1]])
 
 
 def _run(envs, mode: AutoresetMode, ops: list, rows_per_env: int = 1) -> list:
@@ -131,6 +132,15 @@ def _run(envs, mode: AutoresetMode, ops: list, rows_per_env: int = 1) -> list:
     return out
 
 
+def _same_results(envs, ref, mode: AutoresetMode, ops: list, rows_per_env: int = 1) -> None:
+    """Run ``ops`` on ``envs`` and on the reference ``ref`` (both closed afterwards): every result equal, and equal
+    again after the program and ``close()`` (nothing handed out was written into afterwards)."""
+    with closing(envs), closing(ref):
+        got, expected = _run(envs, mode, ops, rows_per_env), _run(ref, mode, ops, rows_per_env)
+        _compare(got, expected, ops)
+    _compare(got, expected, ops, "after the program and close()")
+
+
 def _compare(got: list, expected: list, ops: list, when: str = "") -> None:
     """Every result of a program equal, bit for bit."""
     assert len(got) == len(expected)
@@ -145,11 +155,7 @@ def _compare(got: list, expected: list, ops: list, when: str = "") -> None:
 @example(program=("own", ENDING_TOGETHER, AutoresetMode.SAME_STEP, [("reset", 3)] + [("step",)] * 5))
 def test_generated_programs_equal_gymnasium(config, program):
     obs, fns, mode, ops = program
-    envs, ref = _pair(obs, fns, mode, config)
-    with envs, closing(ref):
-        got, expected = _run(envs, mode, ops), _run(ref, mode, ops)
-        _compare(got, expected, ops)
-    _compare(got, expected, ops, "after the program and close()")  # nothing handed out changed afterwards
+    _same_results(*_pair(obs, fns, mode, config), mode, ops)
 
 
 def _own(envs, calls: int, action_of, length_of=None) -> dict:
@@ -328,8 +334,7 @@ def sequence_programs(draw):
 def test_the_hand_stepped_reference_equals_gymnasium(program):
     """ByHand is the reference below only because on programs without sequences it is Gymnasium's SyncVectorEnv."""
     _, fns, mode, ops = program
-    with closing(ByHand(fns, mode)) as by_hand, closing(gym.vector.SyncVectorEnv(fns, autoreset_mode=mode)) as ref:
-        _compare(_run(by_hand, mode, ops), _run(ref, mode, ops), ops)
+    _same_results(ByHand(fns, mode), gym.vector.SyncVectorEnv(fns, autoreset_mode=mode), mode, ops)
 
 
 @pytest.mark.timeout(300)
@@ -340,11 +345,7 @@ def test_generated_programs_with_action_sequences_equal_envs_stepped_by_hand(con
     """Action sequences (with gamma, empty ones, episodes ending inside them) among steps, resets and partial
     resets, in every autoreset mode: each env's results equal the env stepped by hand, and stay so after close."""
     obs, fns, mode, ops = program
-    envs = _shoal(obs, fns, mode, config)
-    with envs, closing(ByHand(fns, mode)) as by_hand:
-        got, expected = _run(envs, mode, ops), _run(by_hand, mode, ops)
-        _compare(got, expected, ops)
-    _compare(got, expected, ops, "after the program and close()")
+    _same_results(_shoal(obs, fns, mode, config), ByHand(fns, mode), mode, ops)
 
 
 @st.composite
@@ -368,10 +369,24 @@ def test_generated_multiagent_programs_equal_the_serial_backend(config, program)
     """Multi-agent rows (agents joining and leaving, a loose Text leaf in same-step final observations) under
     steps, resets and partial resets of whole envs in every autoreset mode: the worker backends equal the serial one
     (itself checked against the envs stepped by hand and written tables in test_multiagent), bit for bit."""
-    fn, n, mode, ops = program
-    with shoal.make(fn, n, autoreset_mode=mode, backend="serial") as ref, \
-            shoal.make(fn, n, autoreset_mode=mode, **config) as envs:
-        rows = envs.agents_per_env
-        got, expected = _run(envs, mode, ops, rows), _run(ref, mode, ops, rows)
-        _compare(got, expected, ops)
-    _compare(got, expected, ops, "after the program and close()")
+    _multiagent_results(config, *program)
+
+
+def _multiagent_results(config: dict, fn, n: int, mode: AutoresetMode, ops: list) -> None:
+    ref = shoal.make(fn, n, autoreset_mode=mode, backend="serial")
+    envs = shoal.make(fn, n, autoreset_mode=mode, **config)
+    _same_results(envs, ref, mode, ops, envs.agents_per_env)
+
+
+@pytest.mark.ray
+@pytest.mark.timeout(300)
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(program=programs(), with_sequences=sequence_programs(), multiagent=multiagent_programs())
+def test_a_few_generated_programs_of_each_kind_on_ray(program, with_sequences, multiagent):
+    """The three comparisons above on the Ray backend, a few programs each (a Ray vector env takes ~1 s to make;
+    150 programs of each kind passed once, in 8 minutes)."""
+    obs, fns, mode, ops = program
+    _same_results(*_pair(obs, fns, mode, RAY), mode, ops)
+    obs, fns, mode, ops = with_sequences
+    _same_results(_shoal(obs, fns, mode, RAY), ByHand(fns, mode), mode, ops)
+    _multiagent_results(RAY, *multiagent)

@@ -351,7 +351,7 @@ def test_generated_programs_with_action_sequences_equal_envs_stepped_by_hand(con
 @st.composite
 def multiagent_programs(draw):
     """(PettingZoo env factory, how many envs, autoreset mode, ops): the scripted variable population JoinLeave, or
-    Chatter (a Text leaf, episodes of 1-4 steps)."""
+    Chatter (a Text leaf, episodes of 1, 2 or 4 steps)."""
     n = draw(st.integers(2, 4))  # at least one per worker
     fn = draw(st.sampled_from([JoinLeave, *[functools.partial(Chatter, length) for length in (1, 2, 4)]]))
     mode = draw(st.sampled_from(list(AutoresetMode)))

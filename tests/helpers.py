@@ -56,24 +56,36 @@ def rollout(envs, actions_of, steps, seed, gamma=None):
     return out
 
 
-def own_trajectories(envs, action_of, seed, calls):
-    """Step an asynchronous vector env ``calls`` times, each env of a batch with ``action_of(env, its own step
-    count)``; per env, ``(observation, reward, terminated)`` after each of its own steps (a dict of lists), to
-    compare with the same envs stepped synchronously."""
-    from collections import defaultdict
+def own_trajectories(envs, action_of, seed, calls, length_of=None):
+    """Reset ``envs`` with ``seed`` and step them ``calls`` times (an asynchronous vector env: whichever envs come
+    back), each env with ``action_of(env, its own step count)``, or with ``length_of`` an action sequence of
+    ``length_of(env, its own step count)`` actions (``action_of(env, 4 * count + k)``, gamma 0.5). Per env, what each
+    of its own steps returned: ``(observation, reward, terminated, truncated, steps taken (-1 without sequences),
+    final observation (same-step mode, an episode that ended; else None))``, to compare with the same envs stepped
+    synchronously."""
+    from gymnasium.vector.utils import iterate
+
+    def act(i: int, t: int):
+        if length_of is None:
+            return action_of(i, t)
+        return np.array([action_of(i, 4 * t + k) for k in range(length_of(i, t))], np.int64)
 
     _, info = envs.reset(seed=seed)
-    ids = info["env_id"]
-    t_of, got = defaultdict(int), defaultdict(list)
+    ids = info["env_id"].tolist() if "env_id" in info else list(range(envs.num_envs))
+    t_of, got = {i: 0 for i in range(envs.num_envs)}, {i: [] for i in range(envs.num_envs)}
     for _ in range(calls):
-        envs.send(np.array([action_of(i, t_of[i]) for i in ids]))
+        actions = [act(i, t_of[i]) for i in ids]
+        envs.send(np.array(actions) if length_of is None else actions, gamma=None if length_of is None else 0.5)
         for i in ids:
             t_of[i] += 1
-        obs, rew, term, _, info = envs.recv()
-        ids = info["env_id"]
-        for row, i in enumerate(ids):
-            if len(got[i]) < t_of[i]:
-                got[i].append((obs[row].tolist(), rew[row], term[row]))
+        obs, reward, term, trunc, info = envs.recv()
+        ids = info["env_id"].tolist() if "env_id" in info else list(range(envs.num_envs))
+        ended = info.get("_final_obs", np.zeros(len(ids), bool))
+        taken = info.get("steps_taken", np.full(len(ids), -1))
+        for row, (i, o) in enumerate(zip(ids, iterate(envs.observation_space, obs))):
+            if len(got[i]) < t_of[i]:  # a step's result (an env's first batch after a reset brings its reset)
+                final = info["final_obs"][row] if ended[row] else None
+                got[i].append((o, reward[row], term[row], trunc[row], taken[row], final))
     return got
 
 

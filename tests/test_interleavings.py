@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 from fakes import AsReturned, Chatter, JoinLeave, SpaceEnv, Walk, WalkSingle
 from gymnasium.vector import AutoresetMode
-from helpers import assert_same
+from helpers import assert_same, own_trajectories
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -158,38 +158,6 @@ def test_generated_programs_equal_gymnasium(config, program):
     _same_results(*_pair(obs, fns, mode, config), mode, ops)
 
 
-def _own(envs, calls: int, action_of, length_of=None) -> dict:
-    """Step ``envs`` ``calls`` times (an asynchronous one: whichever envs come back), each env with
-    ``action_of(env, its own step count)``, or with ``length_of`` an action sequence of ``length_of(env, its own
-    step count)`` actions (``action_of(env, 4 * count + k)``, gamma 0.5); per env, what each of its steps
-    returned: observation, reward, flags, steps taken (sequences) and, in same-step mode, the final observation of
-    an episode that ended."""
-    from gymnasium.vector.utils import iterate
-
-    def act(i: int, t: int):
-        if length_of is None:
-            return action_of(i, t)
-        return np.array([action_of(i, 4 * t + k) for k in range(length_of(i, t))], np.int64)
-
-    _, info = envs.reset(seed=11)
-    ids = info["env_id"].tolist() if "env_id" in info else list(range(envs.num_envs))
-    t_of, got = {i: 0 for i in range(envs.num_envs)}, {i: [] for i in range(envs.num_envs)}
-    for _ in range(calls):
-        actions = [act(i, t_of[i]) for i in ids]
-        envs.send(np.array(actions) if length_of is None else actions, gamma=None if length_of is None else 0.5)
-        for i in ids:
-            t_of[i] += 1
-        obs, reward, term, trunc, info = envs.recv()
-        ids = info["env_id"].tolist() if "env_id" in info else list(range(envs.num_envs))
-        ended = info.get("_final_obs", np.zeros(len(ids), bool))
-        taken = info.get("steps_taken", np.full(len(ids), -1))
-        for row, (i, o) in enumerate(zip(ids, iterate(envs.observation_space, obs))):
-            if len(got[i]) < t_of[i]:  # a step's result (an env's first batch after a reset brings its reset)
-                final = info["final_obs"][row] if ended[row] else None
-                got[i].append((o, reward[row], term[row], trunc[row], taken[row], final))
-    return got
-
-
 @st.composite
 def async_programs(draw):
     n = draw(st.integers(2, 6))
@@ -223,9 +191,9 @@ def test_generated_asynchronous_batches_follow_each_envs_own_trajectory(program)
 
     length = length_of if sequences else None
     with shoal.make(fns, backend="serial", autoreset_mode=mode) as sync:
-        expected = _own(sync, 8, action_of, length)
+        expected = own_trajectories(sync, action_of, 11, 8, length)
     with shoal.make(fns, num_workers=workers, batch_size=batch, autoreset_mode=mode, context="fork") as envs:
-        got = _own(envs, 8 * n // batch + n, action_of, length)
+        got = own_trajectories(envs, action_of, 11, 8 * n // batch + n, length)
     for i in range(n):
         k = min(len(got[i]), len(expected[i]))
         assert k >= 1, f"env {i} never stepped"

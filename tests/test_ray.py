@@ -275,7 +275,8 @@ def test_a_simulated_two_node_cluster_spreads_work_and_names_a_lost_nodes_envs()
             got = own_trajectories(envs, act, 5, 100)
             for i in range(4):
                 k = min(len(got[i]), 80)
-                assert k >= 10 and got[i][:k] == expected[i][:k], (i, k)
+                mine = [(o.tolist(), r, te) for o, r, te, *_ in got[i][:k]]
+                assert k >= 10 and mine == expected[i][:k], (i, k)
         print("async equal across nodes")
 
         kwargs = dict(seeds=2, steps=40)

@@ -60,10 +60,7 @@ def registering(env_id: str) -> str:
     """``env_id`` in Gymnasium's ``"module:id"`` form where its namespace's module registers it (``"ALE/Pong-v5"``
     -> ``"ale_py:ALE/Pong-v5"``), so that ``gymnasium.make`` imports that module first in whichever process makes the
     env (a spawned worker too), as ``gym.make("ALE/Pong-v5")`` once did by itself; any other id as it is."""
-    if ":" in env_id:
-        return env_id
-    namespace = env_id.split("/", 1)[0] if "/" in env_id else None
-    module = _NAMESPACE_MODULES.get(namespace) if namespace else None
+    module = _NAMESPACE_MODULES.get(env_id.split("/", 1)[0]) if "/" in env_id and ":" not in env_id else None
     return f"{module}:{env_id}" if module else env_id
 
 

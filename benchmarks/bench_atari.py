@@ -65,29 +65,45 @@ def run_system(system: str, games: list[str], seconds: float) -> float:
         return timed(stepper(system, games, opened), seconds)
 
 
-def _bare_loop(games: list[str], seconds: float, out) -> None:
-    """ALE's loop over one emulator per game of ``games``, in turn: 4x act + one grayscale read per step."""
+def bare_stepper(games: list[str], seed: int | None = None) -> Callable[[], None]:
+    """One emulator per game of ``games`` and a function that steps the next one in turn, as ALE's loop does: 4x
+    act + one grayscale read, random actions. ``seed``: of the actions and the emulators (None: ALE's own seed and
+    actions seeded 0, the same in every process)."""
     import ale_py
     from ale_py import roms
 
     ales = []
-    for game in games:
+    for k, game in enumerate(games):
         ale = ale_py.ALEInterface()
         ale.setLoggerMode(ale_py.LoggerMode.Error)
         ale.setFloat("repeat_action_probability", 0.0)
+        if seed is not None:
+            ale.setInt("random_seed", seed * 1000 + k)
         ale.loadROM(roms.get_rom_path(game))
         ales.append((ale, ale.getMinimalActionSet()))
     screen = np.empty((210, 160), np.uint8)
-    rng = np.random.default_rng(0)
-    steps, start = 0, time.perf_counter()
-    while time.perf_counter() - start < seconds:
-        ale, actions = ales[steps % len(ales)]
+    rng = np.random.default_rng(seed or 0)
+    turn = [0]
+
+    def step() -> None:
+        ale, actions = ales[turn[0] % len(ales)]
+        turn[0] += 1
         a = actions[int(rng.integers(len(actions)))]
         for _ in range(4):
             ale.act(a)
         ale.getScreenGrayscale(screen)
         if ale.game_over():
             ale.reset_game()
+
+    return step
+
+
+def _bare_loop(games: list[str], seconds: float, out) -> None:
+    """ALE's loop over one emulator per game of ``games``, in turn (:func:`bare_stepper`)."""
+    step = bare_stepper(games)
+    steps, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        step()
         steps += 1
     out.put(steps / (time.perf_counter() - start))
 

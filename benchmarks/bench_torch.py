@@ -1,14 +1,16 @@
 """envs.torch(): the PyTorch op path against the numpy path, and what send/recv overlap gains, in one run.
 
     python benchmarks/bench_torch.py [--seconds 3] [--rounds 3] [--envs 16] [--workers 2] [--device cpu]
-                                     [--emulate-resets] [--no-inline]
+                                     [--emulate-resets] [--no-inline] [--quick] [--profile]
 
 Breakout x ``--envs`` on ``--workers`` worker processes (synchronous batches), random actions, rounds interleaved:
 
-1. Steps/s of ``envs.step`` (numpy) and of the ``step`` op (tensors); target: op / numpy >= 0.95 on the CPU. With a
-   CUDA ``--device`` the numpy path is ``envs.step`` then ``torch.from_numpy(obs).to(device)`` (target: op / numpy +
-   copy >= 1.1); either way the observations are on the device in stream order (what the caller launches next
-   reads them), and neither path waits for the copy to end.
+1. Steps/s of ``envs.step`` (numpy) and of the ``step`` op (tensors), alone and followed by ``get_last_info``;
+   target: op / numpy >= 0.95 on the CPU. With a CUDA ``--device`` the numpy path is ``envs.step`` then
+   ``torch.from_numpy(obs).to(device)`` (target: op / numpy + copy >= 1.1), measured beside ``envs.step`` alone and
+   the copy alone (what the op could gain at most); either way the observations are on the device in stream order
+   (what the caller launches next reads them), and neither path waits for the copy to end. ``--profile``: then where
+   the calling process's time goes, op path and numpy path.
 2. With a model between steps (a small CNN on the batch; on the CPU, one torch thread): ``step`` then the model,
    against ``send``, the model on the previous observation, ``recv``; with a CUDA device also the numpy path with the
    same model. Overlap needs the calling process free while envs step, so these run with ``inline=False`` (every
@@ -20,6 +22,10 @@ Measured on a 16-core machine with ``--envs 64 --workers 16 --device cuda`` (iss
 from __future__ import annotations
 
 import argparse
+import cProfile
+import os
+import pstats
+import time
 
 import numpy as np
 import torch
@@ -34,7 +40,8 @@ def make(args, **kwargs) -> shoal.AtariVectorEnv:
                                 reset_cache=args.reset_cache, **SETTINGS, **kwargs)
 
 
-def numpy_path(args, device: torch.device) -> float:
+def numpy_path(args, device: torch.device, to_device: bool = True, profile: bool = False) -> float:
+    """``envs.step``, then (with a CUDA ``device`` and ``to_device``) its observations copied there."""
     n = args.envs
     with make(args) as envs:
         envs.reset(seed=0)
@@ -42,14 +49,15 @@ def numpy_path(args, device: torch.device) -> float:
 
         def step() -> int:
             obs = envs.step(rng.integers(0, 4, n))[0]
-            if device.type == "cuda":
+            if to_device and device.type == "cuda":
                 torch.from_numpy(obs).to(device)
             return n
 
-        return timed(step, args.seconds)
+        return profiled(step, args.seconds) if profile else timed(step, args.seconds)
 
 
-def op_path(args, device: torch.device) -> float:
+def op_path(args, device: torch.device, profile: bool = False, infos: bool = False) -> float:
+    """The ``step`` op; with ``infos``, ``get_last_info`` after each step too."""
     n = args.envs
     with make(args) as envs:
         envs.reset(seed=0)
@@ -59,9 +67,41 @@ def op_path(args, device: torch.device) -> float:
 
         def step() -> int:
             step_op(handle, actions.random_(0, 4, generator=generator))
+            if infos:
+                get_last_info(handle)
             return n
 
-        return timed(step, args.seconds)
+        return profiled(step, args.seconds) if profile else timed(step, args.seconds)
+
+
+def profiled(step, seconds: float) -> float:
+    """Steps/s of ``step`` under cProfile, printing where the calling process's time goes (internal time, per step)."""
+    profiler = cProfile.Profile()
+    for _ in range(20):
+        step()
+    count, start = 0, time.perf_counter()
+    profiler.enable()
+    while time.perf_counter() - start < seconds:
+        step()
+        count += 1
+    profiler.disable()
+    stats = pstats.Stats(profiler).stats
+    for (file, line, name), (_, calls, tottime, *_) in sorted(stats.items(), key=lambda kv: -kv[1][2])[:12]:
+        print(f"    {tottime / count * 1e6:8.0f} us  {calls / count:5.1f} calls  {os.path.basename(file)}:{name}")
+    return 0.0
+
+
+def pageable_copy(args, device: torch.device, repeats: int = 200) -> float:
+    """Seconds that ``torch.from_numpy(obs).to(device)`` takes for a batch of observations in ordinary memory."""
+    obs = np.zeros((args.envs, 4, 84, 84), np.uint8)
+    for _ in range(10):
+        torch.from_numpy(obs).to(device)
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(repeats):
+        torch.from_numpy(obs).to(device)
+    torch.cuda.synchronize()
+    return (time.perf_counter() - start) / repeats
 
 
 def model(device: torch.device) -> torch.nn.Module:
@@ -113,6 +153,8 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--emulate-resets", dest="reset_cache", action="store_const", const=False, default="auto",
                         help="AtariVectorEnv(reset_cache=False): emulate every reset (the default restores Breakout's)")
+    parser.add_argument("--quick", action="store_true", help="step 1 only (no model)")
+    parser.add_argument("--profile", action="store_true", help="then profile the calling process: op and numpy paths")
     parser.add_argument("--no-inline", dest="inline", action="store_false", default=None,
                         help="AtariVectorEnv(inline=False) for step 1 too (step 2 always uses it)")
     args = parser.parse_args()
@@ -122,11 +164,15 @@ def main() -> None:
     cuda = device.type == "cuda"
     runs = {
         "numpy + copy" if cuda else "numpy": lambda: numpy_path(args, device),
+        **({"numpy, no copy": lambda: numpy_path(args, device, to_device=False)} if cuda else {}),
         "op": lambda: op_path(args, device),
+        "op + get_last_info": lambda: op_path(args, device, infos=True),
         **({"model, numpy + copy then act": lambda: with_model(args, device, "numpy")} if cuda else {}),
         "model, step then act": lambda: with_model(args, device, "step"),
         "model, send/act/recv": lambda: with_model(args, device, "overlap"),
     }
+    if args.quick:
+        runs = {name: run for name, run in runs.items() if not name.startswith("model")}
     best = {name: 0.0 for name in runs}
     for r in range(args.rounds):
         for name, run in runs.items():
@@ -141,10 +187,21 @@ def main() -> None:
     base = best["numpy + copy" if cuda else "numpy"]
     print(f"\nop path / numpy path{' + copy' if cuda else ''}:  {best['op'] / base:.3f}  "
           f"(target >= {1.1 if cuda else 0.95})")
-    if cuda:
+    if cuda and not args.quick:
         print(f"with the model, step op / numpy + copy: "
               f"{best['model, step then act'] / best['model, numpy + copy then act']:.3f}")
-    print(f"overlap gain with a model:   {best['model, send/act/recv'] / best['model, step then act']:.3f}x")
+    if not args.quick:
+        print(f"overlap gain with a model:   {best['model, send/act/recv'] / best['model, step then act']:.3f}x")
+    if cuda:
+        copy_s = pageable_copy(args, device)
+        print(f"  the copy alone (ordinary memory to {device}): {copy_s * 1e6:.0f} us a batch")
+        alone = best["numpy, no copy"]
+        print(f"numpy step alone / numpy + copy: {alone / base:.3f}  (what the op would reach if it cost a numpy step "
+              f"and copied nothing); op / numpy step alone: {best['op'] / alone:.3f}")
+    if args.profile:
+        for name, run in (("op", op_path), ("numpy", numpy_path)):
+            print(f"\n  calling process, {name} path, seconds per step by function:")
+            run(args, device, profile=True)
 
 
 if __name__ == "__main__":

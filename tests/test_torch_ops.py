@@ -431,3 +431,33 @@ def test_cuda_copies_in_flight_keep_their_slot(backend, batch_size):
         torch.cuda.synchronize()
         for t, (obs, want) in enumerate(zip(held, expected)):
             assert torch.equal(obs.cpu(), want), t
+
+
+@cuda
+@pytest.mark.parametrize("backend", ["serial", "multiprocessing"])
+@pytest.mark.parametrize("batch_size", [None, 2])
+def test_cuda_infos_read_later_are_their_steps(backend, batch_size):
+    """On a CUDA device the info arrays are copied only when get_last_info asks: read after steps that skipped them,
+    they must be the last step's; and info tensors still held keep their own step's values."""
+    games = ["pong", "breakout"] * 2
+    with atari(games=games, backend=backend, num_workers=2, batch_size=batch_size) as envs:
+        _, info = envs.reset(seed=0)
+        handle, send, step, recv, get_last_info, unregister = envs.torch(device="cuda")
+        buffers, rng = envs._buffers, np.random.default_rng(0)
+        ids = info.get("env_id", np.arange(4))
+        kept = None
+        for t in range(30):
+            step(handle, torch.from_numpy(rng.integers(0, 4, len(ids))))
+            ids = handle_of(handle)._last.arrays["env_id"].copy()
+            expected = {"env_id": ids, **{name: buffers.extras[name][ids].copy() for name in buffers.extras}}
+            if t % 3 == 2:
+                got = get_last_info(handle)
+                assert got.keys() == expected.keys()
+                for name, tensor in got.items():
+                    assert tensor.is_cuda and np.array_equal(tensor.cpu().numpy(), expected[name]), (t, name)
+                if kept is None:
+                    kept = (t, got, expected)
+        t, got, expected = kept
+        for name, tensor in got.items():
+            assert np.array_equal(tensor.cpu().numpy(), expected[name]), (t, name)
+        assert expected["frame_number"].tolist() != buffers.extras["frame_number"][expected["env_id"]].tolist()

@@ -38,7 +38,8 @@ which may schedule a read of step ``k``'s observation after later ``recv`` calls
 * Everything else (rewards, flags, ``steps_taken``, infos): written into a set of tensors allocated once and reused
   when nothing holds it; only when every set is held is one more allocated, so a loop that drops the previous step's
   tensors allocates nothing. With a CUDA ``device`` a set is pinned host memory copied to a device set without
-  blocking.
+  blocking; the info arrays only when ``get_last_info`` asks for them (each copy launched costs the calling process
+  ~16 us, and Atari has six info arrays: most loops never read them).
 
 dtypes are the numpy path's (float64 rewards, bool flags, int32 ``steps_taken``).
 """
@@ -79,6 +80,7 @@ class OutputSet:
         self.tensors = host if not pin else {name: torch.empty_like(t, device=device) for name, t in host.items()}
         self.outputs = tuple(self.tensors[name] for name in _OUTPUTS)
         self.copied = torch.cuda.Event() if pin else None  # the host -> device copies of the last fill are done
+        self.infos_copied = not pin  # the device tensors of the info arrays hold the last fill's (on the CPU: always)
         self._storages = [t.untyped_storage() for t in self.tensors.values()]
         self._free_uses = self._uses()
         self._free_refs = self._refs()
@@ -238,11 +240,12 @@ class TorchEnv:
                 np.take(src, ids, axis=0, out=arrays[name])
         if ids is not None:
             arrays["env_id"][:] = ids
-        if outputs.copied is not None:
-            for name, tensor in outputs.host.items():
+        if outputs.copied is not None:  # the step's outputs to the device; the infos when asked for (last_info)
+            for name in _OUTPUTS:
                 if name != "obs" or not slot:
-                    outputs.tensors[name].copy_(tensor, non_blocking=True)
+                    outputs.tensors[name].copy_(outputs.host[name], non_blocking=True)
             outputs.copied.record()
+            outputs.infos_copied = False
         self._last = outputs
         return outputs.outputs if obs is None else (obs, *outputs.outputs[1:])
 
@@ -259,9 +262,16 @@ class TorchEnv:
         return self.pool[-1]
 
     def last_info(self, name: str) -> torch.Tensor:
-        if self._last is None:
+        outputs = self._last
+        if outputs is None:
             raise NoAsyncCallError("get_last_info: no step received yet through this handle; call recv/step first")
-        return self._last.tensors[name]
+        if not outputs.infos_copied:  # their host side holds the last step's until the set is reused
+            assert outputs.copied is not None  # (only CUDA sets copy)
+            for info in self.info_names:
+                outputs.tensors[info].copy_(outputs.host[info], non_blocking=True)
+            outputs.copied.record()  # the set's host side is reused only once these copies are done too
+            outputs.infos_copied = True
+        return outputs.tensors[name]
 
     def fake_outputs(self) -> tuple[torch.Tensor, ...]:
         """New tensors shaped like :meth:`recv`'s (built from shapes: under tracing, these are fake tensors)."""

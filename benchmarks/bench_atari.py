@@ -113,9 +113,15 @@ def bare_limit(games: str | list[str], seconds: float, processes: int = 2) -> fl
     share of a list of games (as the envs are shared among shoal's workers: consecutive slices)."""
     games = [games] * processes if isinstance(games, str) else list(games)
     shares = [list(part) for part in np.array_split(np.asarray(games, dtype=object), processes)]
+    return summed_rates(_bare_loop, [(share, seconds) for share in shares])
+
+
+def summed_rates(target: Callable[..., None], arguments: list[tuple]) -> float:
+    """Run ``target(*args, out)`` for each ``args`` of ``arguments``, each in a forked process, all at once: the sum
+    of the rates they put in the queue ``out``."""
     ctx = mp.get_context("fork")
     out = ctx.Queue()
-    procs = [ctx.Process(target=_bare_loop, args=(share, seconds, out)) for share in shares]
+    procs = [ctx.Process(target=target, args=(*args, out)) for args in arguments]
     for p in procs:
         p.start()
     rates = [out.get() for _ in procs]

@@ -36,7 +36,7 @@ import time
 import numpy as np
 
 import shoal
-from bench_atari import bare_limit, bare_stepper
+from bench_atari import bare_limit, bare_stepper, summed_rates
 from shoal.bench.throughput import SETTINGS, interleaved
 from shoal.vector import engine, link, multiproc
 from shoal.vector._counters import Counters
@@ -110,16 +110,9 @@ def _loop(kind: str, game: str, count: int, index: int, barrier: Barrier | None,
 
 def limit(kind: str, game: str, envs: int, workers: int, seconds: float, warmup: float, synchronized: bool) -> float:
     """Steps/s of ``workers`` processes each stepping its share of ``envs`` (``kind``: ``bare`` or ``engines``)."""
-    ctx, shares = mp.get_context("fork"), [len(s) for s in np.array_split(np.arange(envs), workers)]
-    barrier, out = (Barrier(workers) if synchronized else None), ctx.Queue()
-    procs = [ctx.Process(target=_loop, args=(kind, game, k, i, barrier, seconds, warmup, out))
-             for i, k in enumerate(shares)]
-    for p in procs:
-        p.start()
-    rates = [out.get() for _ in procs]
-    for p in procs:
-        p.join()
-    return sum(rates)
+    shares = [len(s) for s in np.array_split(np.arange(envs), workers)]
+    barrier = Barrier(workers) if synchronized else None
+    return summed_rates(_loop, [(kind, game, k, i, barrier, seconds, warmup) for i, k in enumerate(shares)])
 
 
 def shoal_sync(game: str, envs: int, workers: int, seconds: float, warmup: float, spin_us: float | None = None

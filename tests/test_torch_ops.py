@@ -408,6 +408,22 @@ def test_cuda_outputs_land_on_the_device_and_equal_cpu(backend):
     assert slots.pinned is None  # closing unregistered the block before unmapping it
 
 
+def cuda_steps(backend, batch_size, steps, before=None):
+    """Pong and Breakout x 2 stepped ``steps`` times through the CUDA ops, random CPU actions (so that nothing
+    waits for the device), calling ``before()`` ahead of each step: yields ``(buffers, handle, get_last_info,
+    outputs, ids)`` after each step (``ids``: its batch's env ids, read from the host side of its outputs)."""
+    with atari(games=["pong", "breakout"] * 2, backend=backend, num_workers=2, batch_size=batch_size) as envs:
+        _, info = envs.reset(seed=0)
+        handle, send, step, recv, get_last_info, unregister = envs.torch(device="cuda")
+        rng, ids = np.random.default_rng(0), info.get("env_id", np.arange(4))
+        for _ in range(steps):
+            if before is not None:
+                before()
+            outputs = step(handle, torch.from_numpy(rng.integers(0, 4, len(ids))))
+            ids = handle_of(handle)._last.arrays["env_id"].copy()  # its host side: reading the device's would wait
+            yield envs._buffers, handle, get_last_info, outputs, ids
+
+
 @cuda
 @pytest.mark.parametrize("backend", ["serial", "multiprocessing"])
 @pytest.mark.parametrize("batch_size", [None, 2])
@@ -415,22 +431,14 @@ def test_cuda_copies_in_flight_keep_their_slot(backend, batch_size):
     """Each step's device copies wait behind a long kernel while the envs go on stepping: a slot written again
     before its copy ran would put a later step's observation into an earlier step's tensor. Each tensor must hold
     what the shared buffers held when its step was received."""
-    games = ["pong", "breakout"] * 2
-    with atari(games=games, backend=backend, num_workers=2, batch_size=batch_size) as envs:
-        _, info = envs.reset(seed=0)
-        handle, send, step, recv, get_last_info, unregister = envs.torch(device="cuda")
-        buffers, rng = envs._buffers, np.random.default_rng(0)
-        ids = info.get("env_id", np.arange(4))
-        held, expected = [], []
-        for _ in range(24):
-            torch.cuda._sleep(20_000_000)  # ~10 ms of device work ahead of this step's copies
-            obs = step(handle, torch.from_numpy(rng.integers(0, 4, len(ids))))[0]  # CPU actions: nothing waits
-            ids = handle_of(handle)._last.arrays["env_id"].copy()  # its host side: reading the device's would wait
-            held.append(obs)
-            expected.append(torch.from_numpy(buffers.obs[buffers.obs_rows(ids)].copy()))
-        torch.cuda.synchronize()
-        for t, (obs, want) in enumerate(zip(held, expected)):
-            assert torch.equal(obs.cpu(), want), t
+    held, expected = [], []
+    before = lambda: torch.cuda._sleep(20_000_000)  # noqa: E731 (~10 ms of device work ahead of this step's copies)
+    for buffers, _, _, outputs, ids in cuda_steps(backend, batch_size, 24, before):
+        held.append(outputs[0])
+        expected.append(torch.from_numpy(buffers.obs[buffers.obs_rows(ids)].copy()))
+    torch.cuda.synchronize()
+    for t, (obs, want) in enumerate(zip(held, expected)):
+        assert torch.equal(obs.cpu(), want), t
 
 
 @cuda
@@ -439,25 +447,18 @@ def test_cuda_copies_in_flight_keep_their_slot(backend, batch_size):
 def test_cuda_infos_read_later_are_their_steps(backend, batch_size):
     """On a CUDA device the info arrays are copied only when get_last_info asks: read after steps that skipped them,
     they must be the last step's; and info tensors still held keep their own step's values."""
-    games = ["pong", "breakout"] * 2
-    with atari(games=games, backend=backend, num_workers=2, batch_size=batch_size) as envs:
-        _, info = envs.reset(seed=0)
-        handle, send, step, recv, get_last_info, unregister = envs.torch(device="cuda")
-        buffers, rng = envs._buffers, np.random.default_rng(0)
-        ids = info.get("env_id", np.arange(4))
-        kept = None
-        for t in range(30):
-            step(handle, torch.from_numpy(rng.integers(0, 4, len(ids))))
-            ids = handle_of(handle)._last.arrays["env_id"].copy()
-            expected = {"env_id": ids, **{name: buffers.extras[name][ids].copy() for name in buffers.extras}}
-            if t % 3 == 2:
-                got = get_last_info(handle)
-                assert got.keys() == expected.keys()
-                for name, tensor in got.items():
-                    assert tensor.is_cuda and np.array_equal(tensor.cpu().numpy(), expected[name]), (t, name)
-                if kept is None:
-                    kept = (t, got, expected)
-        t, got, expected = kept
-        for name, tensor in got.items():
-            assert np.array_equal(tensor.cpu().numpy(), expected[name]), (t, name)
-        assert expected["frame_number"].tolist() != buffers.extras["frame_number"][expected["env_id"]].tolist()
+    kept = None
+    for t, (buffers, handle, get_last_info, _, ids) in enumerate(cuda_steps(backend, batch_size, 30)):
+        expected = {"env_id": ids, **{name: buffers.extras[name][ids].copy() for name in buffers.extras}}
+        if t % 3 == 2:
+            got = get_last_info(handle)
+            assert got.keys() == expected.keys()
+            for name, tensor in got.items():
+                assert tensor.is_cuda and np.array_equal(tensor.cpu().numpy(), expected[name]), (t, name)
+            if kept is None:
+                kept = (t, got, expected)
+        now = {name: buffers.extras[name].copy() for name in buffers.extras}
+    t, got, expected = kept
+    for name, tensor in got.items():
+        assert np.array_equal(tensor.cpu().numpy(), expected[name]), (t, name)
+    assert expected["frame_number"].tolist() != now["frame_number"][expected["env_id"]].tolist()

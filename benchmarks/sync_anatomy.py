@@ -1,5 +1,5 @@
-"""Where a synchronous batch's time goes on W cores (issue 20, part 1): the bound of synchronous stepping itself, and
-a timeline of shoal's batches, process by process.
+"""Where a synchronous batch's time goes on W cores (issue 20, part 1): the limit of synchronous stepping over a fixed
+split of envs (each process steps its own), and a timeline of shoal's batches, process by process.
 
     python benchmarks/sync_anatomy.py [--workers W] [--envs E] [--game breakout] [--seconds 3] [--warmup 2]
                                       [--rounds 2] [--spin-us 2000 ...]

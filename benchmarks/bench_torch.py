@@ -75,7 +75,8 @@ def op_path(args, device: torch.device, profile: bool = False, infos: bool = Fal
 
 
 def profiled(step, seconds: float) -> float:
-    """Steps/s of ``step`` under cProfile, printing where the calling process's time goes (internal time, per step)."""
+    """Print where the calling process's time goes while ``step`` runs for ``seconds`` (cProfile: internal time per
+    step, top functions); 0.0 (a rate under a profiler is no rate)."""
     profiler = cProfile.Profile()
     for _ in range(20):
         step()
@@ -164,7 +165,7 @@ def main() -> None:
     cuda = device.type == "cuda"
     runs = {
         "numpy + copy" if cuda else "numpy": lambda: numpy_path(args, device),
-        **({"numpy, no copy": lambda: numpy_path(args, device, to_device=False)} if cuda else {}),
+        **({"numpy alone": lambda: numpy_path(args, device, to_device=False)} if cuda else {}),
         "op": lambda: op_path(args, device),
         "op + get_last_info": lambda: op_path(args, device, infos=True),
         **({"model, numpy + copy then act": lambda: with_model(args, device, "numpy")} if cuda else {}),
@@ -195,7 +196,7 @@ def main() -> None:
     if cuda:
         copy_s = pageable_copy(args, device)
         print(f"  the copy alone (ordinary memory to {device}): {copy_s * 1e6:.0f} us a batch")
-        alone = best["numpy, no copy"]
+        alone = best["numpy alone"]
         print(f"numpy step alone / numpy + copy: {alone / base:.3f}  (what the op would reach if it cost a numpy step "
               f"and copied nothing); op / numpy step alone: {best['op'] / alone:.3f}")
     if args.profile:

@@ -11,6 +11,7 @@ import re
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -179,6 +180,46 @@ def test_workers_are_shared_among_nodes_in_proportion_to_their_cpus(workers, cpu
     from shoal.vector.ray_transport import shares
 
     assert shares(workers, cpus) == expected
+
+
+class _NodeTable:
+    """What nodes() asks of Ray: the node this process runs on ("b") and the node table, given once ``release`` is
+    set (when there is one), or ``error`` raised."""
+
+    def __init__(self, table=(), release=None, error=None):
+        self.table, self.release, self.error = list(table), release, error
+
+    def get_runtime_context(self):
+        return self
+
+    def get_node_id(self):
+        return "b"
+
+    def nodes(self):
+        if self.release is not None:
+            self.release.wait()
+        if self.error is not None:
+            raise self.error
+        return self.table
+
+
+def test_a_node_table_ray_does_not_give_is_an_error_not_a_hang():
+    from shoal.vector.ray_transport import nodes
+
+    release = threading.Event()
+    try:
+        start = time.monotonic()
+        with pytest.raises(errors.WaitTimeoutError, match=r"Ray did not list its nodes within 0.2 s"):
+            nodes(_NodeTable(release=release), timeout=0.2)
+        assert time.monotonic() - start < 5
+    finally:
+        release.set()
+    with pytest.raises(ConnectionError, match="GCS gone"):
+        nodes(_NodeTable(error=ConnectionError("GCS gone")))
+    table = [{"NodeID": "c", "Alive": True, "Resources": {"CPU": 2.0}}, {"NodeID": "b", "Alive": True,
+             "Resources": {"CPU": 1.0}}, {"NodeID": "a", "Alive": False, "Resources": {"CPU": 4.0}},
+             {"NodeID": "d", "Alive": True, "Resources": {}}]
+    assert nodes(_NodeTable(table)) == [("b", 1), ("c", 2)]  # this process's node first; dead and CPU-less left out
 
 
 def test_a_node_address_that_cannot_be_reached_says_where_to_run():

@@ -25,6 +25,7 @@ from __future__ import annotations
 import functools
 import os
 import socket
+import threading
 import time
 from contextlib import contextmanager
 from multiprocessing.connection import Connection, answer_challenge, deliver_challenge, wait
@@ -33,7 +34,7 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from shoal.errors import ConfigError, MissingDependencyError, UnpicklableError, WorkerDiedError
+from shoal.errors import ConfigError, MissingDependencyError, UnpicklableError, WaitTimeoutError, WorkerDiedError
 from shoal.vector import _worker
 from shoal.vector.buffers import BufferSpec
 from shoal.vector.channel import Channel
@@ -104,10 +105,38 @@ def cluster_cpus(address: str | None = None) -> int:
     return max(1, int(connect(address).cluster_resources().get("CPU", 1)))
 
 
-def nodes(ray: Any) -> list[tuple[str, int]]:
-    """The alive nodes with CPUs, as ``(node id, CPUs)``: the calling process's node first, then by id."""
+NODES_TIMEOUT_S = 60.0
+"""How long :func:`nodes` waits for Ray to list its nodes."""
+
+
+def nodes(ray: Any, timeout: float = NODES_TIMEOUT_S) -> list[tuple[str, int]]:
+    """The alive nodes with CPUs, as ``(node id, CPUs)``: the calling process's node first, then by id.
+
+    ``ray.nodes()`` has no timeout of its own: it is asked in a thread, and a :class:`WaitTimeoutError` says so when
+    it has not answered within ``timeout`` seconds, rather than the vector env's construction hanging (seen in two of
+    five full test runs on a slow 2-core host: blocked until the test's 120-s timeout, Ray's logs showing nothing
+    wrong)."""
     here = ray.get_runtime_context().get_node_id()
-    alive = [(n["NodeID"], int(n["Resources"].get("CPU", 0))) for n in ray.nodes() if n["Alive"]]
+    answer: list[Any] = []
+
+    def ask() -> None:
+        try:
+            answer.append((True, ray.nodes()))
+        except BaseException as exc:  # handed to the caller below
+            answer.append((False, exc))
+
+    thread = threading.Thread(target=ask, name="shoal-ray-nodes", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if not answer:
+        raise WaitTimeoutError(
+            f"Ray did not list its nodes within {timeout:g} s (ray.nodes() is still waiting for the cluster's GCS); "
+            f"no vector env was made: check the cluster (ray status) and try again"
+        )
+    ok, listed = answer[0]
+    if not ok:
+        raise listed
+    alive = [(n["NodeID"], int(n["Resources"].get("CPU", 0))) for n in listed if n["Alive"]]
     return sorted([n for n in alive if n[1] > 0], key=lambda n: (n[0] != here, n[0]))
 
 

@@ -6,6 +6,7 @@ import contextlib
 import subprocess
 import sys
 import textwrap
+import time
 
 import numpy as np
 
@@ -56,10 +57,12 @@ def rollout(envs, actions_of, steps, seed, gamma=None):
     return out
 
 
-def own_trajectories(envs, action_of, seed, calls, length_of=None):
+def own_trajectories(envs, action_of, seed, calls, length_of=None, each_at_least=0, within_s=60.0):
     """Reset ``envs`` with ``seed`` and step them ``calls`` times (an asynchronous vector env: whichever envs come
     back), each env with ``action_of(env, its own step count)``, or with ``length_of`` an action sequence of
-    ``length_of(env, its own step count)`` actions (``action_of(env, 4 * count + k)``, gamma 0.5). Per env, what each
+    ``length_of(env, its own step count)`` actions (``action_of(env, 4 * count + k)``, gamma 0.5); then on, for up
+    to ``within_s`` seconds, until every env has taken ``each_at_least`` steps of its own (which envs come back first
+    is the scheduler's choice: on a loaded host one worker can miss every batch of a few dozen). Per env, what each
     of its own steps returned: ``(observation, reward, terminated, truncated, steps taken (-1 without sequences),
     final observation (same-step mode, an episode that ended; else None))``, to compare with the same envs stepped
     synchronously."""
@@ -73,7 +76,9 @@ def own_trajectories(envs, action_of, seed, calls, length_of=None):
     _, info = envs.reset(seed=seed)
     ids = info["env_id"].tolist() if "env_id" in info else list(range(envs.num_envs))
     t_of, got = {i: 0 for i in range(envs.num_envs)}, {i: [] for i in range(envs.num_envs)}
-    for _ in range(calls):
+    made, deadline = 0, time.monotonic() + within_s
+    while made < calls or (min(map(len, got.values())) < each_at_least and time.monotonic() < deadline):
+        made += 1
         actions = [act(i, t_of[i]) for i in ids]
         envs.send(np.array(actions) if length_of is None else actions, gamma=None if length_of is None else 0.5)
         for i in ids:

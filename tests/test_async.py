@@ -51,7 +51,7 @@ def test_async_batches_follow_each_envs_own_trajectory(backend, workers, batch):
         envs.send(np.zeros(batch, np.int64))
         _, rewards, _, _, info = envs.recv()
         assert rewards.tolist() == [0.0] * batch  # stale rewards would be 4.0, from the step before the reset
-        got = own_trajectories(envs, _action, 3, steps * N // batch + N)
+        got = own_trajectories(envs, _action, 3, steps * N // batch + N, each_at_least=3)
     assert all(got[i] for i in range(N)), f"some env never stepped: {[i for i in range(N) if not got[i]]}"
     for i in range(N):
         k = min(len(got[i]), steps)

@@ -193,7 +193,7 @@ def test_generated_asynchronous_batches_follow_each_envs_own_trajectory(program)
     with shoal.make(fns, backend="serial", autoreset_mode=mode) as sync:
         expected = own_trajectories(sync, action_of, 11, 8, length)
     with shoal.make(fns, num_workers=workers, batch_size=batch, autoreset_mode=mode, context="fork") as envs:
-        got = own_trajectories(envs, action_of, 11, 8 * n // batch + n, length)
+        got = own_trajectories(envs, action_of, 11, 8 * n // batch + n, length, each_at_least=1)
     for i in range(n):
         k = min(len(got[i]), len(expected[i]))
         assert k >= 1, f"env {i} never stepped"

@@ -13,7 +13,8 @@ split of envs (each process steps its own), and a timeline of shoal's batches, p
      alone, with no coordination cost (the barrier is a spin on a shared counter, ~1 us);
    * ``engines`` and ``engines, synchronized``: the same with shoal's serial backend over each process's envs
      (``AtariVectorEnv(backend="serial")``, the benchmark settings: preprocessing, restored starts and a vector
-     env's bookkeeping included): the most a synchronous multiprocessing step of shoal's could reach;
+     env's bookkeeping included): about the most a synchronous multiprocessing step of shoal's could reach with
+     this split (a little less: shoal's workers do not pay a vector env's bookkeeping);
    * ``shoal sync``: ``AtariVectorEnv`` with W workers, synchronous (by default the calling process steps a group);
      with ``--spin-us``, also with other spin budgets (how long a waiter spins before it sleeps);
    * ``ale-py sync``: ale-py's ``AtariVectorEnv`` with W threads.

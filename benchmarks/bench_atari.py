@@ -20,7 +20,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import cProfile
 import multiprocessing as mp
+import os
+import pstats
 import time
 from typing import Callable
 
@@ -38,6 +41,22 @@ MIXED = ["pong", "breakout", "space_invaders"]
 def timed(step: Callable[[], int], seconds: float) -> float:
     """Env steps per second of ``step()`` (which returns how many env steps it made), after 20 warm-up calls."""
     return time_steps(step, seconds, warmup=20)[0]
+
+
+def profiled(step: Callable[[], object], seconds: float, top: int = 10) -> int:
+    """Call ``step`` for ``seconds`` under cProfile and print where the calling process's time went, per call, by
+    function (internal time, the ``top`` first); how many calls that was."""
+    profiler, count = cProfile.Profile(), 0
+    start = time.perf_counter()
+    profiler.enable()
+    while time.perf_counter() - start < seconds:
+        step()
+        count += 1
+    profiler.disable()
+    stats = pstats.Stats(profiler).stats  # (file, line, name) -> (cc, nc, tt, ct, ...)
+    for (file, line, name), (_, calls, tottime, *_) in sorted(stats.items(), key=lambda kv: -kv[1][2])[:top]:
+        print(f"    {tottime / count * 1e6:8.0f} us  {calls / count:5.1f} calls  {os.path.basename(file)}:{name}")
+    return count
 
 
 def run_vector(envs, seconds: float) -> float:

@@ -29,15 +29,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import cProfile
 import os
-import pstats
 import time
 
 import numpy as np
 
 import shoal
-from bench_atari import bare_limit
+from bench_atari import bare_limit, profiled
 from shoal.bench.throughput import SETTINGS, interleaved, time_steps
 from shoal.vector import link
 
@@ -144,18 +142,9 @@ def profile(game: str, envs: int, workers: int, seconds: float, warmup: float, *
     """The calling process's time in a synchronous loop, by function (cProfile: internal time)."""
     with shoal.AtariVectorEnv(games=[game] * envs, num_workers=workers, **SETTINGS, **kwargs) as venv:
         step = Stepper(venv, warmup)
-        profiler, count = cProfile.Profile(), 0
-        profiler.enable()
-        start = time.perf_counter()
-        while time.perf_counter() - start < seconds:
-            step()
-            count += 1
-        profiler.disable()
-    print(f"  caller profile ({kwargs or 'default'}), {count} batches, seconds per batch by function:")
-    stats = pstats.Stats(profiler)
-    top = sorted(stats.stats.items(), key=lambda kv: -kv[1][2])[:10]  # (file, line, name) -> (cc, nc, tt, ct, ...)
-    for (file, line, name), (_, calls, tottime, *_) in top:
-        print(f"    {tottime / count * 1e6:8.0f} us  {calls / count:5.1f} calls  {os.path.basename(file)}:{name}")
+        print(f"  caller profile ({kwargs or 'default'}), seconds per batch by function:")
+        count = profiled(step, seconds)
+    print(f"  ({count} batches)")
 
 
 def fixed_cost(workers: int, seconds: float, rounds: int) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import gc
 import os
 import signal
 import time
@@ -170,6 +171,13 @@ class SlowEnv(gym.Env):
         time.sleep(self.delay * (1 + (self.t + self.jitter) % 3))
         info = {"t": self.t} if self.info else {}
         return np.array([float(self.t), float(action)]), float(action), self.t % 7 == 0, False, info
+
+
+def collecting_env(parent: int) -> SlowEnv:
+    """A SlowEnv made after a garbage collection, when it is made in a process other than ``parent`` (a worker)."""
+    if os.getpid() != parent:  # (shoal.make also makes one in the parent, to see its spaces)
+        gc.collect()  # in a worker: finalizes whatever garbage it can reach
+    return SlowEnv(0.0)
 
 
 class FaultyEnv(gym.Env):

@@ -7,6 +7,7 @@ import contextlib
 import functools
 import gc
 import multiprocessing as mp
+import os
 import signal
 import subprocess
 import sys
@@ -19,7 +20,7 @@ import gymnasium as gym
 import numpy as np
 import psutil
 import pytest
-from fakes import BigInfoEnv, LooseSpaceEnv, SlowEnv
+from fakes import BigInfoEnv, LooseSpaceEnv, SlowEnv, collecting_env
 
 import shoal
 from shoal.errors import AlreadyPendingCallError, NotResetError, WaitTimeoutError
@@ -568,3 +569,45 @@ def test_ctrl_c_right_after_the_workers_were_told_to_step(batch_size, monkeypatc
             np.testing.assert_array_equal(obs[:, 0], t)
             if not batch_size:  # (an asynchronous batch may be envs sent the step before, with its actions)
                 np.testing.assert_array_equal(obs[t > 0, 1], actions[t > 0])
+
+
+class _Finalized:
+    """Garbage whose finalizer writes down which process ran it."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.cycle = path, self  # a cycle: only a garbage collection frees it
+
+    def __del__(self) -> None:
+        with open(self.path, "a") as f:
+            f.write(f"{os.getpid()}\n")
+
+
+def test_forked_workers_never_finalize_garbage_they_inherit(tmp_path):
+    """A Ray ActorHandle finalized in a forked worker hung that worker on a lock of Ray's threads, which did not
+    survive the fork, and Ray in the parent then hung in ray.nodes() or aborted (seen in CI): the parent's heap is
+    frozen while workers fork, so only the parent finalizes its garbage."""
+    path = tmp_path / "finalized"
+    gc.disable()  # the garbage must still be there, uncollected, when the workers fork
+    try:
+        _Finalized(path)
+        fns = [functools.partial(collecting_env, os.getpid())] * 2
+        with shoal.make(fns, backend="multiprocessing", num_workers=2, context="fork", inline=False) as envs:
+            envs.reset(seed=0)
+            envs.step(np.zeros(2, np.int64))
+        assert gc.get_freeze_count() == 0  # the parent's heap is its collector's again
+    finally:
+        gc.enable()
+    assert not path.exists(), f"finalized in a worker (pid {path.read_text().split()}), not in the parent"
+    gc.collect()
+    assert path.read_text().split() == [str(os.getpid())]
+
+
+def test_a_heap_the_caller_froze_stays_frozen():
+    gc.freeze()
+    try:
+        fns = [functools.partial(collecting_env, os.getpid())] * 2
+        with shoal.make(fns, backend="multiprocessing", num_workers=2, context="fork") as envs:
+            envs.reset(seed=0)
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()

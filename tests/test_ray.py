@@ -6,6 +6,8 @@ Atari ROMs, torch ops) runs in the shared backend-parametrized tests, whose "ray
 
 import contextlib
 import functools
+import gc
+import os
 import random
 import re
 import subprocess
@@ -17,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from fakes import BigArraysEnv, FaultyEnv, SpaceEnv
+from fakes import BigArraysEnv, FaultyEnv, SpaceEnv, collecting_env
 from helpers import run_without
 
 import shoal
@@ -516,3 +518,34 @@ def test_shoal_bench_measures_the_ray_backend(capsys, tmp_path):
     assert main(["bench", "--systems", "shoal-ray", "--roms", "1", "--copies", "1", "--seconds", "0.3",
                  "--out", str(tmp_path)]) == 0
     assert "shoal-ray" in capsys.readouterr().out and (tmp_path / "bench.png").exists()
+
+
+@ray.remote(num_cpus=0)
+class _Idle:
+    def ping(self) -> int:
+        return 0
+
+
+def test_workers_forked_beside_ray_leave_its_garbage_handles_alone():
+    """Garbage Ray handles in the parent when a multiprocessing env forks its workers, which collect garbage as they
+    start: the workers start and Ray still lists its nodes. Before the parent's heap was frozen for forks, a worker
+    finalizing a handle could hang on a lock of Ray's threads (its start never answered), and Ray in the parent then
+    hung in ray.nodes() (twice in CI) or aborted ("publisher_id is empty")."""
+    from shoal.vector.ray_transport import nodes
+
+    fns = [functools.partial(collecting_env, os.getpid())] * 4
+    for _ in range(3):
+        handles = [_Idle.remote() for _ in range(2)]
+        ray.get([h.ping.remote() for h in handles])
+        gc.disable()  # the garbage must still be there, uncollected, when the workers fork
+        try:
+            garbage: list = [handles]
+            garbage.append(garbage)
+            del handles, garbage
+            with shoal.make(fns, backend="multiprocessing", num_workers=2, context="fork", inline=False) as envs:
+                envs.reset(seed=0)
+                envs.step(np.zeros(4, np.int64))
+        finally:
+            gc.enable()
+        assert nodes(ray, timeout=10.0)
+    gc.collect()  # the handles end here, in the parent

@@ -19,18 +19,25 @@
   slower with 2 workers than with 1 on 2 cores for that reason).
 * In synchronous mode the calling process hosts one group itself (``inline``): it signals the workers, steps its own
   envs while they step theirs, then waits. Two cores are then used by two processes, with no idle parent.
+* Forking: under ``fork`` the workers are started with the parent's heap frozen (:func:`frozen_heap`), so that a
+  worker's garbage collector never finalizes an object it inherited. Ray's handles are such objects: a garbage
+  ``ActorHandle`` collected in a forked worker calls into Ray's core worker, whose threads did not survive the fork
+  (the worker hangs on their lock, its start never answered) and whose connections the parent still uses (the
+  parent's Ray then hangs in ``ray.nodes()`` or aborts). Spawn and forkserver workers inherit no objects.
 * Faults: a worker that dies closes its pipe; a waiting parent looks for closed pipes every
   :data:`~shoal.vector.link.PEER_CHECK_S` (0.1 s), so its wait ends with :class:`WorkerDiedError`.
 """
 
 from __future__ import annotations
 
+import gc
 import multiprocessing as mp
 import os
 import time
 from collections import deque
+from contextlib import contextmanager
 from dataclasses import replace
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 from gymnasium.vector import AutoresetMode
@@ -57,6 +64,23 @@ from shoal.vector.transport import EngineFactory, Transport, answer_of, messages
 
 _CLOSE_GRACE_S = 2.0
 _DEFAULT_SPIN_US = 300.0
+
+
+@contextmanager
+def frozen_heap(forking: bool = True) -> Iterator[None]:
+    """While ``forking`` processes: every object the parent holds, garbage included, out of the garbage collector's
+    reach (``gc.freeze()``, as Python's docs advise before a fork), so that the children never finalize one. The
+    parent's heap is unfrozen afterwards, unless it was frozen before (then the caller froze it, and it stays)."""
+    if not forking:
+        yield
+        return
+    frozen_before = gc.get_freeze_count() > 0
+    gc.freeze()
+    try:
+        yield
+    finally:
+        if not frozen_before:
+            gc.unfreeze()
 
 
 class MultiprocessingTransport(Transport):
@@ -120,21 +144,23 @@ class MultiprocessingTransport(Transport):
         self._plans: dict[tuple[int, ...], tuple[list[tuple[int, list[int], list[int]]], bool]] = {}  # see step()
         factory_bytes = pickled(factory, "the env constructors (to start the worker processes)")
         try:
-            for host, members in enumerate(self.hosts):
-                if inline and host == 0:
-                    continue
-                parent_end, child_end = ctx.Pipe(duplex=True)
-                proc = ctx.Process(
-                    target=_worker.run,
-                    args=(child_end, self._memory, spec, factory_bytes, [self.groups[g] for g in members],
-                          autoreset_mode, _worker.Signals(self._counter_memory, count, host, ring, self._spin_s)),
-                    name=f"shoal-worker-{host}",
-                    daemon=daemon,
-                )
-                proc.start()
-                child_end.close()
-                self._procs[host], self._queued[host] = proc, deque()
-                self._links[host] = Link(Channel(parent_end), self._counters, host, ring)
+            with frozen_heap(ctx.get_start_method() == "fork"):
+                for host, members in enumerate(self.hosts):
+                    if inline and host == 0:
+                        continue
+                    parent_end, child_end = ctx.Pipe(duplex=True)
+                    signals = _worker.Signals(self._counter_memory, count, host, ring, self._spin_s)
+                    proc = ctx.Process(
+                        target=_worker.run,
+                        args=(child_end, self._memory, spec, factory_bytes, [self.groups[g] for g in members],
+                              autoreset_mode, signals),
+                        name=f"shoal-worker-{host}",
+                        daemon=daemon,
+                    )
+                    proc.start()
+                    child_end.close()
+                    self._procs[host], self._queued[host] = proc, deque()
+                    self._links[host] = Link(Channel(parent_end), self._counters, host, ring)
             if inline:
                 self._engine = factory(self.groups[0], self.buffers, autoreset_mode)
             for host, link in self._links.items():  # each worker says it is ready, or why not

@@ -113,9 +113,8 @@ def nodes(ray: Any, timeout: float = NODES_TIMEOUT_S) -> list[tuple[str, int]]:
     """The alive nodes with CPUs, as ``(node id, CPUs)``: the calling process's node first, then by id.
 
     ``ray.nodes()`` has no timeout of its own: it is asked in a thread, and a :class:`WaitTimeoutError` says so when
-    it has not answered within ``timeout`` seconds, rather than the vector env's construction hanging (seen in two of
-    five full test runs on a slow 2-core host: blocked until the test's 120-s timeout, Ray's logs showing nothing
-    wrong)."""
+    it has not answered within ``timeout`` seconds, rather than the vector env's construction hanging (seen when a
+    forked process had used this process's Ray connections: see :func:`shoal.vector.multiproc.frozen_heap`)."""
     here = ray.get_runtime_context().get_node_id()
     answer: list[Any] = []
 
@@ -457,9 +456,12 @@ class RayTransport(Transport):
         if serving:  # each closes its pool and returns
             self._ray.wait(serving, num_returns=len(serving), timeout=_CLOSE_GRACE_S)
         alive = self._ray.is_initialized()  # at exit, Ray may have shut down first: its actors went with it
+        self._node_of.clear()
+        self._plans.clear()
         for node in nodes_:
             if alive:
                 self._ray.kill(node.actor)
+            node.check_alive = None  # (a cycle through the node: its actor handle would wait for a collection)
         held, self._held = self._held, False
         release(self._ray, held)
 

@@ -173,10 +173,14 @@ class SlowEnv(gym.Env):
         return np.array([float(self.t), float(action)]), float(action), self.t % 7 == 0, False, info
 
 
-def collecting_env(parent: int) -> SlowEnv:
-    """A SlowEnv made after a garbage collection, when it is made in a process other than ``parent`` (a worker)."""
-    if os.getpid() != parent:  # (shoal.make also makes one in the parent, to see its spaces)
-        gc.collect()  # in a worker: finalizes whatever garbage it can reach
+def made_in_worker(parent: int, collect: bool = False, delay: float = 0.0) -> SlowEnv:
+    """A SlowEnv; made in a process other than ``parent`` (a worker), first a garbage collection (``collect``: it
+    finalizes whatever garbage the worker can reach) and a ``delay``. (shoal.make also makes one in the parent, to
+    see its spaces.)"""
+    if os.getpid() != parent:
+        if collect:
+            gc.collect()
+        time.sleep(delay)
     return SlowEnv(0.0)
 
 

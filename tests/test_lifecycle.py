@@ -20,7 +20,7 @@ import gymnasium as gym
 import numpy as np
 import psutil
 import pytest
-from fakes import BigInfoEnv, LooseSpaceEnv, SlowEnv, collecting_env
+from fakes import BigInfoEnv, LooseSpaceEnv, SlowEnv, made_in_worker
 
 import shoal
 from shoal.errors import AlreadyPendingCallError, NotResetError, WaitTimeoutError
@@ -590,7 +590,7 @@ def test_forked_workers_never_finalize_garbage_they_inherit(tmp_path):
     gc.disable()  # the garbage must still be there, uncollected, when the workers fork
     try:
         _Finalized(path)
-        fns = [functools.partial(collecting_env, os.getpid())] * 2
+        fns = [functools.partial(made_in_worker, os.getpid(), collect=True)] * 2
         with shoal.make(fns, backend="multiprocessing", num_workers=2, context="fork", inline=False) as envs:
             envs.reset(seed=0)
             envs.step(np.zeros(2, np.int64))
@@ -605,9 +605,25 @@ def test_forked_workers_never_finalize_garbage_they_inherit(tmp_path):
 def test_a_heap_the_caller_froze_stays_frozen():
     gc.freeze()
     try:
-        fns = [functools.partial(collecting_env, os.getpid())] * 2
+        fns = [functools.partial(made_in_worker, os.getpid(), collect=True)] * 2
         with shoal.make(fns, backend="multiprocessing", num_workers=2, context="fork") as envs:
             envs.reset(seed=0)
         assert gc.get_freeze_count() > 0
     finally:
         gc.unfreeze()
+
+
+def test_a_worker_slow_to_make_its_envs_is_named_in_a_warning_and_waited_for(monkeypatch):
+    """A worker's start has no time limit (making an env may take minutes), but one that is slow is named: a forked
+    worker can deadlock on a lock it inherited held, and the caller would otherwise wait without a word."""
+    from shoal.vector import multiproc
+
+    monkeypatch.setattr(multiproc, "START_WARN_S", 0.3)
+    fns = [functools.partial(made_in_worker, os.getpid(), delay=d) for d in (0.0, 0.0, 1.0, 1.0)]
+    slow = r"worker 1 \(pid \d+, hosting envs 2\.\.3\) has not made its envs after 0\.3 s; still waiting"
+    with pytest.warns(RuntimeWarning, match=slow) as got:
+        envs = shoal.make(fns, backend="multiprocessing", num_workers=2, inline=False)
+    with envs:
+        assert sum("has not made" in str(w.message) for w in got) == 1  # once, and only for worker 1
+        envs.reset(seed=0)
+        envs.step(np.zeros(4, np.int64))  # it waited, and the envs work

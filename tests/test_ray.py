@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from fakes import BigArraysEnv, FaultyEnv, SpaceEnv, collecting_env
+from fakes import BigArraysEnv, FaultyEnv, SpaceEnv, made_in_worker
 from helpers import run_without
 
 import shoal
@@ -533,7 +533,7 @@ def test_workers_forked_beside_ray_leave_its_garbage_handles_alone():
     hung in ray.nodes() (twice in CI) or aborted ("publisher_id is empty")."""
     from shoal.vector.ray_transport import nodes
 
-    fns = [functools.partial(collecting_env, os.getpid())] * 4
+    fns = [functools.partial(made_in_worker, os.getpid(), collect=True)] * 4
     for _ in range(3):
         handles = [_Idle.remote() for _ in range(2)]
         ray.get([h.ping.remote() for h in handles])

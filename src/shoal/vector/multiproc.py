@@ -34,6 +34,7 @@ import gc
 import multiprocessing as mp
 import os
 import time
+import warnings
 from collections import deque
 from contextlib import contextmanager
 from dataclasses import replace
@@ -64,6 +65,8 @@ from shoal.vector.transport import EngineFactory, Transport, answer_of, messages
 
 _CLOSE_GRACE_S = 2.0
 _DEFAULT_SPIN_US = 300.0
+START_WARN_S = 60.0
+"""A worker whose envs are not ready this long after the parent began waiting for them is named in a warning."""
 
 
 @contextmanager
@@ -165,7 +168,7 @@ class MultiprocessingTransport(Transport):
                 self._engine = factory(self.groups[0], self.buffers, autoreset_mode)
             for host, link in self._links.items():  # each worker says it is ready, or why not
                 try:
-                    answer = _worker.decode(link.channel.recv())
+                    answer = _worker.decode(link.channel.recv(self._slow_start(host), START_WARN_S))
                 except (EOFError, OSError):
                     answer = (False, self._died(host))
                 if answer != (True, _worker.READY):
@@ -375,6 +378,25 @@ class MultiprocessingTransport(Transport):
         queue = self._queued[host]
         while queue:
             self._answers[queue.popleft()] = (False, error)
+
+    def _slow_start(self, host: int) -> Callable[[], None]:
+        """Called while worker ``host``'s envs are not ready after each :data:`START_WARN_S`: warns once, and the
+        wait goes on (making an env may take minutes; a worker that died ends the wait)."""
+        warned: list[bool] = []
+
+        def stalled() -> None:
+            if not warned:
+                warned.append(True)
+                ids = self.span(self.hosts[host])
+                warnings.warn(
+                    f"shoal: worker {host} (pid {self._procs[host].pid}, hosting envs {ids.start}..{ids.stop - 1}) "
+                    f"has not made its envs after {START_WARN_S:g} s; still waiting. If making one env takes far less, "
+                    f"the worker may be deadlocked: a process forked while another of the parent's threads held a "
+                    f"lock inherits it held; context='spawn' or 'forkserver' starts workers without that risk",
+                    RuntimeWarning,
+                )
+
+        return stalled
 
     def _died(self, host: int) -> EnvError:
         proc = self._procs[host]

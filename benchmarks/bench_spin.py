@@ -1,7 +1,7 @@
 """How a waiter's spin policy moves synchronous stepping, in one run (issue 20; ``shoal.vector.link.Spin``).
 
     python benchmarks/bench_spin.py [--policies adaptive:300 halving:100 adaptive:300:noinline ...] [--envs 2]
-                                    [--rounds 40] [--slice 0.5] [--workers W]
+                                    [--rounds 40] [--slice 0.5] [--workers W] [--model nature] [--threads 2]
     python benchmarks/bench_spin.py --pinned [--rounds 5]
 
 Builds Breakout x ``--envs`` synchronously (on ``--workers`` processes, by default as many as shoal chooses) once
@@ -11,7 +11,10 @@ the same envs and workers, batches of a quarter of the envs), all in this proces
 asynchronous configuration over the rounds. Policies: ``adaptive:US`` (shoal's, with a budget of US microseconds),
 ``halving:US`` (the policy before 2026-11-26: the budget halved after each spin that ran out, one full spin every
 32nd wait once it is under 5 us) and ``fixed:US`` (never adapts); a third field ``:noinline`` builds that one with
-``inline=False`` (every group in a worker; by default the calling process steps one). ``--pinned`` instead pins
+``inline=False`` (every group in a worker; by default the calling process steps one). ``--model nature`` picks
+every configuration's actions with the Nature CNN (cleanrl's PPO Atari network, on ``--threads`` torch threads) from
+the observations it last returned, as training does, so the workers wait while the model runs: a spin that takes a
+core from the model shows there. ``--pinned`` instead pins
 this process and its workers to one CPU and prints microseconds per batch of CartPole x 8 with one worker, where a
 spin cannot pay.
 """
@@ -72,7 +75,38 @@ def use(policy: str) -> dict:
     return {"inline": False} if rest == ["noinline"] else {}
 
 
-def breakout(policies: list[str], envs: int, rounds: int, seconds: float, workers: int | None) -> None:
+class ModelStepper:
+    """A step of ``venv`` with the actions ``net`` picks from the observations it returned last."""
+
+    def __init__(self, venv, net) -> None:
+        self.venv, self.net = venv, net
+        self.obs, _ = venv.reset(seed=0)
+
+    def __call__(self) -> int:
+        import torch
+
+        with torch.inference_mode():
+            actions = self.net(torch.from_numpy(self.obs).float() / 255).argmax(dim=1).numpy()
+        self.obs = self.venv.step(actions)[0]
+        return len(actions)
+
+
+def nature_cnn(actions: int, threads: int):
+    """cleanrl's PPO Atari network (the policy head), on ``threads`` torch threads."""
+    import torch
+    from torch import nn
+
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    return nn.Sequential(
+        nn.Conv2d(4, 32, 8, stride=4), nn.ReLU(), nn.Conv2d(32, 64, 4, stride=2), nn.ReLU(),
+        nn.Conv2d(64, 64, 3, stride=1), nn.ReLU(), nn.Flatten(), nn.Linear(64 * 7 * 7, 512), nn.ReLU(),
+        nn.Linear(512, actions),
+    ).eval()
+
+
+def breakout(policies: list[str], envs: int, rounds: int, seconds: float, workers: int | None,
+             model: str | None = None, threads: int = 2) -> None:
     made = {}
     use("adaptive:300")
     n, w, batch = (envs, workers, envs // 4) if envs > 16 else (16, 2, 8)
@@ -81,21 +115,29 @@ def breakout(policies: list[str], envs: int, rounds: int, seconds: float, worker
     for policy in policies:
         made[policy] = shoal.AtariVectorEnv(game="breakout", num_envs=envs, num_workers=workers, **SETTINGS,
                                             **use(policy))
-    steps = {name: Stepper(e, warmup=0.0) for name, e in made.items()}
+    net = None if model is None else nature_cnn(made["async"].single_action_space.n, threads)
+    steps = {name: Stepper(e, warmup=0.0) if net is None else ModelStepper(e, net) for name, e in made.items()}
     rates = {name: [] for name in steps}
     for round_ in range(rounds):  # one turn each per round: a ratio per round
         timed = time_in_turns(steps, seconds, 1, warmup=50 if round_ == 0 else 0)
         for name, (rate, _, _) in timed.items():
             rates[name].append(rate)
     base = np.array(rates["async"])
-    print(f"Breakout x {envs} synchronous on {made[policies[0]].num_workers} workers over {base_name}, median of "
-          f"{rounds} rounds (quartiles)")
+    model = "" if net is None else f", the Nature CNN picking actions between steps ({torch_threads()} threads)"
+    print(f"Breakout x {envs} synchronous on {made[policies[0]].num_workers} workers over {base_name}{model}, median "
+          f"of {rounds} rounds (quartiles)")
     for name in policies:
         ratio = np.array(rates[name]) / base
         q1, med, q3 = np.percentile(ratio, [25, 50, 75])
         print(f"  {name:23s} {med:.3f}x  ({q1:.3f}-{q3:.3f})  {np.mean(rates[name]):8,.0f} steps/s")
     for e in made.values():
         e.close()
+
+
+def torch_threads() -> int:
+    import torch
+
+    return torch.get_num_threads()
 
 
 def pinned(policies: list[str], rounds: int) -> None:
@@ -123,12 +165,14 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=40)
     parser.add_argument("--slice", type=float, default=0.5, help="seconds per configuration per round")
     parser.add_argument("--workers", type=int, help="default: as many as shoal chooses")
+    parser.add_argument("--model", choices=["nature"], help="actions picked by a CNN between steps")
+    parser.add_argument("--threads", type=int, default=2, help="the model's torch threads")
     parser.add_argument("--pinned", action="store_true")
     args = parser.parse_args()
     if args.pinned:
         pinned(args.policies, args.rounds)
     else:
-        breakout(args.policies, args.envs, args.rounds, args.slice, args.workers)
+        breakout(args.policies, args.envs, args.rounds, args.slice, args.workers, args.model, args.threads)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """How a waiter's spin policy moves synchronous stepping, in one run (issue 20; ``shoal.vector.link.Spin``).
 
     python benchmarks/bench_spin.py [--policies adaptive:300 halving:100 adaptive:300:noinline ...] [--envs 2]
-                                    [--rounds 40] [--slice 0.5] [--workers W] [--model nature] [--threads 2]
+                                    [--rounds 40] [--slice 0.5] [--workers W] [--model nature|small] [--threads 2]
     python benchmarks/bench_spin.py --pinned [--rounds 5]
 
 Builds Breakout x ``--envs`` synchronously (on ``--workers`` processes, by default as many as shoal chooses) once
@@ -13,8 +13,8 @@ asynchronous configuration over the rounds. Policies: ``adaptive:US`` (shoal's, 
 32nd wait once it is under 5 us) and ``fixed:US`` (never adapts); a third field ``:noinline`` builds that one with
 ``inline=False`` (every group in a worker; by default the calling process steps one). ``--model nature`` picks
 every configuration's actions with the Nature CNN (cleanrl's PPO Atari network, on ``--threads`` torch threads) from
-the observations it last returned, as training does, so the workers wait while the model runs: a spin that takes a
-core from the model shows there. ``--pinned`` instead pins
+the observations it last returned, as training does (``small``: a network of a fraction of its cost), so the
+workers wait while the model runs: a spin that takes a core from the model shows there. ``--pinned`` instead pins
 this process and its workers to one CPU and prints microseconds per batch of CartPole x 8 with one worker, where a
 spin cannot pay.
 """
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import time
 
 import gymnasium as gym
 import numpy as np
@@ -91,18 +92,38 @@ class ModelStepper:
         return len(actions)
 
 
-def nature_cnn(actions: int, threads: int):
-    """cleanrl's PPO Atari network (the policy head), on ``threads`` torch threads."""
+def cnn(kind: str, actions: int, threads: int):
+    """``nature``: cleanrl's PPO Atari network (the policy head); ``small``: two convolutions and a linear layer
+    (bench_torch's), a fraction of its cost; on ``threads`` torch threads."""
     import torch
     from torch import nn
 
     torch.set_num_threads(threads)
     torch.manual_seed(0)
+    if kind == "small":
+        return nn.Sequential(
+            nn.Conv2d(4, 16, 8, stride=4), nn.ReLU(), nn.Conv2d(16, 32, 4, stride=2), nn.ReLU(), nn.Flatten(),
+            nn.Linear(32 * 9 * 9, actions),
+        ).eval()
     return nn.Sequential(
         nn.Conv2d(4, 32, 8, stride=4), nn.ReLU(), nn.Conv2d(32, 64, 4, stride=2), nn.ReLU(),
         nn.Conv2d(64, 64, 3, stride=1), nn.ReLU(), nn.Flatten(), nn.Linear(64 * 7 * 7, 512), nn.ReLU(),
         nn.Linear(512, actions),
     ).eval()
+
+
+def model_ms(net, envs: int) -> float:
+    """The model's time on a batch of ``envs`` observations, alone (median of 50 calls)."""
+    import torch
+
+    obs = torch.zeros((envs, 4, 84, 84), dtype=torch.uint8)
+    times = []
+    with torch.inference_mode():
+        for _ in range(60):
+            start = time.perf_counter()
+            net(obs.float() / 255).argmax(dim=1)
+            times.append(time.perf_counter() - start)
+    return float(np.median(times[10:])) * 1e3
 
 
 def breakout(policies: list[str], envs: int, rounds: int, seconds: float, workers: int | None,
@@ -115,7 +136,7 @@ def breakout(policies: list[str], envs: int, rounds: int, seconds: float, worker
     for policy in policies:
         made[policy] = shoal.AtariVectorEnv(game="breakout", num_envs=envs, num_workers=workers, **SETTINGS,
                                             **use(policy))
-    net = None if model is None else nature_cnn(made["async"].single_action_space.n, threads)
+    net = None if model is None else cnn(model, made["async"].single_action_space.n, threads)
     steps = {name: Stepper(e, warmup=0.0) if net is None else ModelStepper(e, net) for name, e in made.items()}
     rates = {name: [] for name in steps}
     for round_ in range(rounds):  # one turn each per round: a ratio per round
@@ -123,7 +144,11 @@ def breakout(policies: list[str], envs: int, rounds: int, seconds: float, worker
         for name, (rate, _, _) in timed.items():
             rates[name].append(rate)
     base = np.array(rates["async"])
-    model = "" if net is None else f", the Nature CNN picking actions between steps ({torch_threads()} threads)"
+    batch = made["async"].batch_size
+    model = "" if net is None else (
+        f", a CNN ({model}) picking actions between steps ({torch_threads()} threads; alone "
+        f"{model_ms(net, envs):.2f} ms a call on {envs} observations, {model_ms(net, batch):.2f} on {batch})"
+    )
     print(f"Breakout x {envs} synchronous on {made[policies[0]].num_workers} workers over {base_name}{model}, median "
           f"of {rounds} rounds (quartiles)")
     for name in policies:
@@ -165,7 +190,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=40)
     parser.add_argument("--slice", type=float, default=0.5, help="seconds per configuration per round")
     parser.add_argument("--workers", type=int, help="default: as many as shoal chooses")
-    parser.add_argument("--model", choices=["nature"], help="actions picked by a CNN between steps")
+    parser.add_argument("--model", choices=["nature", "small"], help="actions picked by a CNN between steps")
     parser.add_argument("--threads", type=int, default=2, help="the model's torch threads")
     parser.add_argument("--pinned", action="store_true")
     args = parser.parse_args()

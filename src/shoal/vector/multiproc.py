@@ -11,10 +11,12 @@
 * Waiting is a bounded spin, then sleep: when there are no more processes than cores, a waiter spins on the
   counters for up to ``spin_us`` (a short wait then costs about 1 us instead of a sleep/wake-up round trip, 15-30
   us on a small VM), then sleeps on the counter (a futex); a waiter whose spins keep running out stops spinning
-  (:class:`~shoal.vector.link.Spin`), so a long wait (a model running) costs nothing. 300 us by default: Breakout
-  x 2 synchronous on 2 processes, whose sides take turns being the slower by up to a few hundred us, kept
-  0.87-0.90x the best asynchronous configuration with it, 0.78-0.87x with 100 us (benchmarks/bench_spin.py);
-  1 ms gained a little more (0.88-0.92x) for three times the cost of each spin that runs out. With
+  (:class:`~shoal.vector.link.Spin`), so a long wait (a model running) costs nothing. 1 ms by default: on 16
+  cores synchronous Breakout x 64 ran 3-10% faster with it than with 300 us (five machines; workers start ~10 us
+  after a post instead of ~40); on 2 cores Breakout x 2 synchronous, whose sides take turns being the slower by up
+  to a few hundred us, kept 0.88-0.92x the best asynchronous configuration (300 us: 0.87-0.90x, 100 us:
+  0.78-0.87x), and with a CNN of 0.5-2 ms picking the actions between steps (1 or 2 torch threads) every budget
+  from none to 1 ms ran alike (benchmarks/bench_spin.py --model). With
   more processes than cores nobody spins: a spinning waiter would take a core from the envs (PufferLib 3.0 runs
   slower with 2 workers than with 1 on 2 cores for that reason).
 * In synchronous mode the calling process hosts one group itself (``inline``): it signals the workers, steps its own
@@ -64,7 +66,7 @@ from shoal.vector.engine import Command, Engine
 from shoal.vector.transport import EngineFactory, Transport, answer_of, messages, pickled, raise_first, timed_out
 
 _CLOSE_GRACE_S = 2.0
-_DEFAULT_SPIN_US = 300.0
+_DEFAULT_SPIN_US = 1000.0
 START_WARN_S = 60.0
 """A worker whose envs are not ready this long after the parent began waiting for them is named in a warning."""
 
@@ -93,7 +95,7 @@ class MultiprocessingTransport(Transport):
         context: ``"fork"``, ``"spawn"``, ``"forkserver"`` or None for the platform default.
         daemon: start workers as daemons (they cannot start processes of their own).
         inline: host group 0 in the calling process (it must be a host of its own).
-        spin_us: how long a waiter spins before it sleeps; default: 300 when processes <= cores, else 0.
+        spin_us: how long a waiter spins before it sleeps; default: 1000 when processes <= cores, else 0.
     """
 
     reports_arrivals = True

@@ -384,11 +384,12 @@ class MultiprocessingTransport(Transport):
     def _slow_start(self, host: int) -> Callable[[], None]:
         """Called while worker ``host``'s envs are not ready after each :data:`START_WARN_S`: warns once, and the
         wait goes on (making an env may take minutes; a worker that died ends the wait)."""
-        warned: list[bool] = []
+        warned = False
 
         def stalled() -> None:
+            nonlocal warned
             if not warned:
-                warned.append(True)
+                warned = True
                 ids = self.span(self.hosts[host])
                 warnings.warn(
                     f"shoal: worker {host} (pid {self._procs[host].pid}, hosting envs {ids.start}..{ids.stop - 1}) "

@@ -22,7 +22,6 @@
 
 from __future__ import annotations
 
-import functools
 import os
 import socket
 import threading
@@ -153,8 +152,8 @@ def shares(workers: int, cpus: Sequence[int]) -> list[int]:
 class _Node:
     """The vector env's side of one node: its actor, connection, groups and the answers it owes."""
 
-    def __init__(self, index: int, actor: Any, groups: list[int], ids: range) -> None:
-        self.index, self.actor, self.groups, self.ids = index, actor, groups, ids
+    def __init__(self, ray: Any, index: int, actor: Any, groups: list[int], ids: range) -> None:
+        self.ray, self.index, self.actor, self.groups, self.ids = ray, index, actor, groups, ids
         self.connection: Channel | None = None  # set once its actor is ready (RayTransport._start)
         self.serving: Any = None  # the ref of its serve() call: it ends when the actor does
         self.where = ""  # its node's address and the actor's pid, for errors
@@ -162,7 +161,14 @@ class _Node:
         self.pid = 0  # the actor's process
         self.owed: set[int] = set()  # its groups sent a command and not answered yet
         self.taken = 0  # its replies read (each carries its number)
-        self.check_alive: Any = None  # run while a message to or from it waits (RayTransport._check_alive)
+
+    def check_alive(self) -> None:
+        """Run while a send to it has waited :data:`CHECK_S` for room, or a reply from it for its rest:
+        :class:`BrokenPipeError` if Ray says its actor ended (a node lost with its machine can leave its connection
+        open, never read or written again)."""
+        dead, _ = self.ray.wait([self.serving], num_returns=1, timeout=0)
+        if dead:
+            raise BrokenPipeError(f"Ray actor {self.index} ended while a message to it waited for room")
 
     @property
     def channel(self) -> Channel:
@@ -224,8 +230,7 @@ class RayTransport(Transport):
                 scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
             ).remote(factory_bytes, [self.groups[g] for g in groups], local_hosts, groups[0], spec,
                      autoreset_mode, key)
-            node = _Node(len(self._nodes), actor, groups, self.span(groups))
-            node.check_alive = functools.partial(self._check_alive, node)
+            node = _Node(ray, len(self._nodes), actor, groups, self.span(groups))
             self._nodes.append(node)
             self._node_of.update((g, node) for g in groups)
         replies = self._get([n.actor.ready.remote() for n in self._nodes], self._nodes, _START_S)
@@ -293,14 +298,6 @@ class RayTransport(Transport):
                 node.channel.flush(node.check_alive, CHECK_S)
             except OSError:
                 self._fail(node)
-
-    def _check_alive(self, node: _Node) -> None:
-        """A send to ``node`` has waited :data:`CHECK_S` for room, or a reply from it for its rest:
-        :class:`BrokenPipeError` if Ray says its actor ended (a node lost with its machine can leave its connection
-        open, never read or written again)."""
-        dead, _ = self._ray.wait([node.serving], num_returns=1, timeout=0)
-        if dead:
-            raise BrokenPipeError(f"Ray actor {node.index} ended while a message to it waited for room")
 
     def owes(self) -> bool:
         return bool(self._answers) or any(node.owed or node.channel.queued for node in self._nodes)
@@ -381,7 +378,7 @@ class RayTransport(Transport):
         leaves the same reply to read again (reading it twice writes the same) or one to skip, never the replies
         one out of step."""
         channel = node.channel
-        try:  # (a node lost halfway through a reply: see _check_alive)
+        try:  # (a node lost halfway through a reply: see _Node.check_alive)
             while True:
                 message = channel.peek(NUMBER.size, node.check_alive, CHECK_S)
                 (number,) = channel.prefix(NUMBER)
@@ -456,12 +453,11 @@ class RayTransport(Transport):
         if serving:  # each closes its pool and returns
             self._ray.wait(serving, num_returns=len(serving), timeout=_CLOSE_GRACE_S)
         alive = self._ray.is_initialized()  # at exit, Ray may have shut down first: its actors went with it
-        self._node_of.clear()
+        self._node_of.clear()  # its actor handles end with this close, not with the vector env
         self._plans.clear()
         for node in nodes_:
             if alive:
                 self._ray.kill(node.actor)
-            node.check_alive = None  # (a cycle through the node: its actor handle would wait for a collection)
         held, self._held = self._held, False
         release(self._ray, held)
 

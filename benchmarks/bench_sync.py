@@ -1,7 +1,7 @@
 """Synchronous batches on every core (issue 20, part 1): shoal against the bare limit and ale-py's pool, in one run.
 
     python benchmarks/bench_sync.py [--workers W] [--envs E] [--games breakout pong] [--seconds 3] [--warmup 2]
-                                    [--rounds 2] [--profile] [--quick]
+                                    [--rounds 2] [--profile] [--quick] [--more-workers W2 ...]
 
 For each game, E envs (default 4 per worker) on W workers (default: every core), the benchmark settings (84x84 gray,
 stack 4, frameskip 4, max-pool, noop 30, sticky 0), random actions, configurations interleaved round by round, each
@@ -14,7 +14,9 @@ reset of a ROM whose starts are restored emulates the starts it saves):
   Breakout, Pong, Space Invaders: ``shoal.atari.starts``) and with ``reset_cache=False`` (every reset emulated, as
   before that default); and with ``copy=False`` (observations returned as views of the shared buffers, not copied);
 * shoal, first-N-of-M asynchronous batches of E/4 (the configuration that keeps every worker busy);
-* ale-py's C++ ``AtariVectorEnv`` with W threads, synchronous and with batches of E/4.
+* ale-py's C++ ``AtariVectorEnv`` with W threads, synchronous and with batches of E/4;
+* with ``--more-workers``, shoal's default synchronous configuration on each of those numbers of workers too (more
+  processes than cores: the OS then spreads the envs' uneven work over the cores, and every post wakes a sleeper).
 
 Then, for each synchronous configuration of shoal, batch by batch: the calling process's CPU time, the share of
 batches in which some env autoresets, their median duration against the others', their share of the wall time, and
@@ -44,16 +46,17 @@ SYNC = {"": {}, ", inline=False": {"inline": False}, ", copy=False": {"copy": Fa
         ", reset_cache=False, inline=False": {"reset_cache": False, "inline": False}}
 
 
-def configs(game: str, envs: int, workers: int, sync: dict) -> dict:
+def configs(game: str, envs: int, workers: int, sync: dict, more_workers: list[int]) -> dict:
     from ale_py.vector_env import AtariVectorEnv as AleVectorEnv
 
     games, batch = [game] * envs, max(envs // 4, 1)
 
-    def ours(**kwargs):
-        return lambda: shoal.AtariVectorEnv(games=games, num_workers=workers, **SETTINGS, **kwargs)
+    def ours(num_workers: int = workers, **kwargs):
+        return lambda: shoal.AtariVectorEnv(games=games, num_workers=num_workers, **SETTINGS, **kwargs)
 
     return {
         **{f"shoal sync{name}": ours(**kwargs) for name, kwargs in sync.items()},
+        **{f"shoal sync, {w} workers": ours(w) for w in more_workers},
         f"shoal async batch {batch}": ours(batch_size=batch),
         "ale-py sync": lambda: AleVectorEnv(game, envs, num_threads=workers, **SETTINGS),
         f"ale-py async batch {batch}": lambda: AleVectorEnv(game, envs, batch_size=batch, num_threads=workers,
@@ -170,12 +173,14 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--profile", action="store_true", help="profile the calling process (default config)")
     parser.add_argument("--quick", action="store_true", help="shoal: default and inline=False only; no fixed cost")
+    parser.add_argument("--more-workers", type=int, nargs="*", default=[],
+                        help="shoal's default sync configuration on these numbers of workers too")
     args = parser.parse_args()
     workers, envs = args.workers, args.envs or 4 * args.workers
     sync = {name: SYNC[name] for name in ("", ", inline=False")} if args.quick else SYNC
     for game in args.games:
         runs = {name: (lambda make=make: rate(make(), args.seconds, args.warmup))
-                for name, make in configs(game, envs, workers, sync).items()}
+                for name, make in configs(game, envs, workers, sync, args.more_workers).items()}
         runs["bare limit"] = lambda: bare_limit([game] * envs, args.seconds, processes=workers)
         rates = interleaved(runs, args.rounds)
         bare, ale_sync = rates["bare limit"], rates["ale-py sync"]

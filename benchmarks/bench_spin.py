@@ -6,17 +6,17 @@
 
 Builds Breakout x ``--envs`` synchronously (on ``--workers`` processes, by default as many as shoal chooses) once
 per policy, and shoal's best asynchronous configuration (16 envs, 2 workers, batches of 8; with more than 16 envs,
-the same envs and workers, batches of a quarter of the envs), all in this process, then steps them in turns of
-``--slice`` seconds for ``--rounds`` rounds (an idle one waits asleep), and prints each policy's median ratio to the
-asynchronous configuration over the rounds. Policies: ``adaptive:US`` (shoal's, with a budget of US microseconds),
-``halving:US`` (the policy before 2026-11-26: the budget halved after each spin that ran out, one full spin every
-32nd wait once it is under 5 us) and ``fixed:US`` (never adapts); a third field ``:noinline`` builds that one with
-``inline=False`` (every group in a worker; by default the calling process steps one). ``--model nature`` picks
-every configuration's actions with the Nature CNN (cleanrl's PPO Atari network, on ``--threads`` torch threads) from
-the observations it last returned, as training does (``small``: a network of a fraction of its cost), so the
-workers wait while the model runs: a spin that takes a core from the model shows there. ``--pinned`` instead pins
-this process and its workers to one CPU and prints microseconds per batch of CartPole x 8 with one worker, where a
-spin cannot pay.
+the same envs and workers, batches of a quarter of the envs; shoal's default spin), all in this process, then steps
+them in turns of ``--slice`` seconds for ``--rounds`` rounds (an idle one waits asleep), and prints each policy's
+median ratio to the asynchronous configuration over the rounds. Policies: ``adaptive:US`` (shoal's, with a budget of
+US microseconds), ``halving:US`` (the policy before 2026-11-26: the budget halved after each spin that ran out, one
+full spin every 32nd wait once it is under 5 us) and ``fixed:US`` (never adapts); a third field ``:noinline`` builds
+that one with ``inline=False`` (every group in a worker; by default the calling process steps one). ``--model
+nature`` picks every configuration's actions with the Nature CNN (cleanrl's PPO Atari network, on ``--threads``
+torch threads) from the observations it last returned, as training does (``small``: a network of a fraction of its
+cost), so the workers wait while the model runs: a spin that takes a core from the model shows there. ``--pinned``
+instead pins this process and its workers to one CPU and prints microseconds per batch of CartPole x 8 with one
+worker, where a spin cannot pay.
 """
 
 from __future__ import annotations
@@ -65,6 +65,7 @@ class Fixed(link.Spin):
 
 
 POLICIES = {"adaptive": link.Spin, "halving": Halving, "fixed": Fixed}
+DEFAULT = f"adaptive:{multiproc._DEFAULT_SPIN_US:g}"  # shoal's own policy (read before any use() changes it)
 
 
 def use(policy: str) -> dict:
@@ -129,7 +130,7 @@ def model_ms(net, envs: int) -> float:
 def breakout(policies: list[str], envs: int, rounds: int, seconds: float, workers: int | None,
              model: str | None = None, threads: int = 2) -> None:
     made = {}
-    use("adaptive:300")
+    use(DEFAULT)  # the asynchronous base runs as shoal does by default
     n, w, batch = (envs, workers, envs // 4) if envs > 16 else (16, 2, 8)
     made["async"] = shoal.AtariVectorEnv(game="breakout", num_envs=n, num_workers=w, batch_size=batch, **SETTINGS)
     base_name = f"Breakout x {made['async'].num_envs} asynchronous (batches of {made['async'].batch_size})"

@@ -2,6 +2,7 @@
 
 import csv
 import json
+import os
 import signal
 import statistics
 import subprocess
@@ -317,3 +318,16 @@ def test_version(capsys):
         main(["--version"])
     assert exit_info.value.code == 0
     assert capsys.readouterr().out.strip() == f"shoal {__version__}"
+
+
+@pytest.mark.parametrize("given, expected", [(None, "10000"), ("123", "123")])
+def test_the_command_shortens_openmp_spinning_unless_the_user_chose(given, expected):
+    """A model run between steps (sweep --policy, a sanity agent) imports torch inside the command; its OpenMP
+    threads must not spin through the envs' step (benchmarks/bench_omp.py), and a user's own setting wins."""
+    env = {k: v for k, v in os.environ.items() if k != "GOMP_SPINCOUNT"}
+    if given is not None:
+        env["GOMP_SPINCOUNT"] = given
+    code = "import os, shoal.cli; shoal.cli.main(['games', '--json']); print(os.environ.get('GOMP_SPINCOUNT'))"
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip().splitlines()[-1] == expected

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any, Sequence
@@ -174,8 +175,16 @@ def parser() -> argparse.ArgumentParser:
     return root
 
 
+OPENMP_SPIN = ("GOMP_SPINCOUNT", "10000")
+"""Set for the command unless the user set it: PyTorch's OpenMP threads (libgomp) spin this many times after a kernel,
+not 300,000 (~ms), before they sleep, so that a model run between steps (``sweep --policy``, a ``sanity`` agent) does
+not hold the cores the workers step on. Read when torch is imported, which the commands do later (README, "A model on
+the CPU beside the workers"; ``benchmarks/bench_omp.py``)."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``shoal`` command; returns the exit status."""
+    os.environ.setdefault(*OPENMP_SPIN)
     try:
         args = parser().parse_args(argv)
         from shoal.cli.commands import COMMANDS

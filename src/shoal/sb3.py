@@ -109,22 +109,19 @@ class VecEnv(_SB3VecEnv):
         ended = info.pop("_final_obs", None)
         info.pop("_final_info", None)
         infos = unbatch(info, self.num_envs)
-        if not np.count_nonzero(dones):  # (not .any(): on a few envs that reduction costs three times as much)
-            for entry in infos:  # (no env is done, so none was truncated)
-                entry["TimeLimit.truncated"] = False
-            return obs, reward.astype(np.float32), dones, infos
-        finals = unbatch(final_info or {}, self.num_envs)
-        for i in np.flatnonzero(dones).tolist():
-            if ended is None or not ended[i]:  # a multi-agent padding row (its agent is absent): no reset
-                infos[i]["terminal_observation"] = _row(obs, i)
-                continue
-            self.reset_infos[i] = infos[i]  # what came with the row after the reset: its reset info
-            infos[i] = finals[i]
-            # a copy, as SB3's DummyVecEnv hands out (it deep-copies its infos): wrappers such as VecFrameStack
-            # rewrite it in place, and it may be the very object the env keeps (a serial env's own observation)
-            last = final_obs[i]
-            plain = type(last) is np.ndarray and last.dtype != object  # (its copy is whole: the common case)
-            infos[i]["terminal_observation"] = last.copy() if plain else copy.deepcopy(last)
+        if np.count_nonzero(dones):  # (not .any(): on a few envs that reduction costs three times as much)
+            finals = unbatch(final_info or {}, self.num_envs)
+            for i in np.flatnonzero(dones).tolist():
+                if ended is None or not ended[i]:  # a multi-agent padding row (its agent is absent): no reset
+                    infos[i]["terminal_observation"] = _row(obs, i)
+                    continue
+                self.reset_infos[i] = infos[i]  # what came with the row after the reset: its reset info
+                infos[i] = finals[i]
+                # a copy, as SB3's DummyVecEnv hands out (it deep-copies its infos): wrappers such as VecFrameStack
+                # rewrite it in place, and it may be the very object the env keeps (a serial env's own observation)
+                last = final_obs[i]
+                plain = type(last) is np.ndarray and last.dtype != object  # (its copy is whole: the common case)
+                infos[i]["terminal_observation"] = last.copy() if plain else copy.deepcopy(last)
         for entry, cut in zip(infos, (truncated & ~terminated).tolist()):
             entry["TimeLimit.truncated"] = cut
         return obs, reward.astype(np.float32), dones, infos
@@ -223,8 +220,6 @@ def _row(batch: Any, i: int) -> Any:
 def unbatch(info: dict[str, Any], n: int) -> list[dict[str, Any]]:
     """Gymnasium's vector info (arrays with ``_key`` masks) as one dict per env, the form SB3 uses."""
     out: list[dict[str, Any]] = [{} for _ in range(n)]
-    if not info:  # the common case (CartPole's infos are empty)
-        return out
     for key, value in info.items():
         if key.startswith("_"):
             continue

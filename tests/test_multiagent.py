@@ -247,6 +247,8 @@ def test_variable_population_disabled_autoreset_and_partial_reset():
             envs.step(np.ones(6, np.int64))
         with pytest.raises(errors.ResetArgumentError, match=r"selects some rows of env 1 \(rows 3-5\) but not all"):
             envs.reset(options={"reset_mask": np.array([0, 0, 0, 1, 0, 0], bool)})
+        with pytest.raises(errors.ResetArgumentError, match=r"selects some rows of env 1 \(rows 3-5\) but not all"):
+            envs.reset(options={"reset_mask": np.array([0, 0, 0, 1, 1, 0], bool)})  # its third row alone left out
         obs, info = envs.reset(seed=[None, 90], options={"reset_mask": np.array([False, True])})  # one bool per env
         np.testing.assert_array_equal(obs[3:], table_obs([[90, 0, 0], [90, 1, 0], P]))
         np.testing.assert_array_equal(obs[:3], table_obs([P, P, [13, 2, 1]]))  # env 0 untouched

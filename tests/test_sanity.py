@@ -54,12 +54,14 @@ def test_multiagent_rows_equal_its_pettingzoo_twin_and_its_joint_gymnasium_env(m
             np.testing.assert_array_equal(both[2], mine[2][::2])
 
 
-def test_a_multiagent_batch_env_whose_agents_end_apart_is_named():
+@pytest.mark.parametrize("agents", [2, 3])
+@pytest.mark.parametrize("flag", ["terminations", "truncations"])
+def test_a_multiagent_batch_env_whose_agents_end_apart_is_named(agents, flag):
     from shoal.batch import BatchEnv
     from shoal.errors import EnvOutputError
 
     class Apart(BatchEnv):
-        possible_agents = ("a", "b")
+        possible_agents = tuple("abc"[:agents])
         single_observation_space = gym.spaces.Box(0, 1, (1,), np.float32)
         single_action_space = gym.spaces.Discrete(2)
 
@@ -68,13 +70,17 @@ def test_a_multiagent_batch_env_whose_agents_end_apart_is_named():
 
         def step(self, ids, actions, out):
             out.obs[:] = 0
-            out.terminations[:] = (ids == 3)  # env 1's agent "b" alone
+            getattr(out, flag)[:] = ids % agents == agents - 1  # every env's last agent alone ...
+            out.terminations[:agents] = True  # ... but env 0's, whose agents all end
+            out.terminations[-agents:] = False  # ... and env 2's, whose agents go on together
+            out.truncations[-agents:] = False
 
     with shoal.make(Apart, 3, backend="serial") as envs:
         envs.reset(seed=0)
-        with pytest.raises(EnvOutputError, match=r"Apart: the agents of env 1 \(rows 2\.\.3\) ended their episode "
-                                                 r"apart \(\[False, True\]\)"):
-            envs.step(np.zeros(6, np.int64))
+        lone = ", ".join(["False"] * (agents - 1) + ["True"])
+        with pytest.raises(EnvOutputError, match=rf"Apart: the agents of env 1 \(rows {agents}\.\.{2 * agents - 1}\) "
+                                                 rf"ended their episode apart \(\[{lone}\]\)"):
+            envs.step(np.zeros(3 * agents, np.int64))
 
 
 def test_settings_other_than_the_defaults_agree_too():

@@ -56,6 +56,7 @@ from gymnasium.vector.utils import batch_space
 
 from shoal.errors import ConfigError, EnvOutputError
 from shoal.vector.buffers import Buffers
+from shoal.vector.checks import first_split_row
 from shoal.vector.engine import Engine, NoSeeds, blame, env_error, run_of
 from shoal.vector.heap import retain_freed_memory
 
@@ -389,13 +390,13 @@ class BatchEngine(Engine):
     def _check_together(self, ids: np.ndarray, out: Outputs) -> None:
         """The agents of each env (``A`` consecutive rows of ``ids``, which are whole envs) ended together."""
         ended = (out.terminations | out.truncations).reshape(-1, self._agents)
-        apart = np.flatnonzero(ended.any(axis=1) & ~ended.all(axis=1))
-        if len(apart):
-            rows = ids.reshape(-1, self._agents)[apart[0]]
+        first = first_split_row(ended)
+        if first is not None:
+            rows = ids.reshape(-1, self._agents)[first]
             env = int(rows[0]) // self._agents
             raise EnvOutputError(
                 f"batch-native env {self._name}: the agents of env {env} (rows {int(rows[0])}..{int(rows[-1])}) ended "
-                f"their episode apart ({ended[apart[0]].tolist()}); a multi-agent batch-native env's agents end "
+                f"their episode apart ({ended[first].tolist()}); a multi-agent batch-native env's agents end "
                 f"together", env_id=env,
             )
 

@@ -11,7 +11,7 @@ from shoal.errors import ActionError, ConfigError, ResetArgumentError
 from shoal.multiagent.engine import EXTRAS, PettingZooEngineFactory, as_parallel
 from shoal.multiagent.rows import AgentRows
 from shoal.vector.base import VectorEnv
-from shoal.vector.checks import check_reset_mask, check_seeds
+from shoal.vector.checks import check_reset_mask, check_seeds, first_split_row
 
 if TYPE_CHECKING:
     from shoal.batch import BatchEngineFactory
@@ -79,10 +79,8 @@ class MultiAgentVectorEnv(VectorEnv):
         if a > 1 and isinstance(mask, np.ndarray) and mask.shape == (n,):
             return np.repeat(check_reset_mask(mask, n), a)
         mask = check_reset_mask(mask, self.num_envs)
-        per_env = mask.reshape(n, a)
-        partial = np.flatnonzero(per_env.any(axis=1) & ~per_env.all(axis=1))
-        if len(partial):
-            e = int(partial[0])
+        e = first_split_row(mask.reshape(n, a)) if a > 1 else None
+        if e is not None:
             raise ResetArgumentError(
                 f"`options['reset_mask']` selects some rows of env {e} (rows {e * a}-{e * a + a - 1}) but not all: a "
                 f"reset resets a whole env; select all its rows, or pass one bool per env (shape ({n},))"

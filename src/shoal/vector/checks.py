@@ -241,6 +241,16 @@ def check_reset_mask(mask: Any, n: int) -> np.ndarray:
     return mask
 
 
+def first_split_row(rows: np.ndarray) -> int | None:
+    """The first row of a 2-D array whose entries are not all equal (an env whose agents' flags disagree), or None.
+
+    Column against column: numpy's ``any``/``all`` along an axis of two cost ~5 ms at 262144 rows, this ~0.15."""
+    split = rows[:, 1] != rows[:, 0]
+    for column in range(2, rows.shape[1]):
+        split |= rows[:, column] != rows[:, 0]
+    return int(np.flatnonzero(split)[0]) if split.any() else None
+
+
 def parse_autoreset_mode(mode: str | AutoresetMode) -> AutoresetMode:
     """Gymnasium's enum, its values ("NextStep") or snake_case names ("next_step", ale-py's spelling)."""
     if isinstance(mode, AutoresetMode):

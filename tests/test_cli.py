@@ -17,6 +17,7 @@ from ale_py import roms
 from ale_py.env import AtariEnv
 from matplotlib.image import imread
 
+from shoal.bench.autotune import Config
 from shoal.bench import (
     ThroughputResult,
     autotune,
@@ -211,6 +212,24 @@ def test_autotune_ranks_configurations_and_its_snippet_builds_the_best(capsys):
         assert envs.num_envs == 4 and envs.backend == result.best.config.backend
     code, out, _ = run(capsys, "autotune", "--games", "pong,pong", "--budget", "1", "--seconds", "0.2")
     assert code == 0 and "shoal.AtariVectorEnv(games=['pong', 'pong']" in out
+
+
+def test_autotune_counts_a_multiagent_envs_batch_in_its_rows(capsys):
+    # 8 envs of 2 agents are 16 rows: a batch of 4 envs is batch_size=8 rows, and a full batch leaves it out (it
+    # was passed as 8, a batch of half the rows, which 3 workers cannot share: the whole autotune stopped there)
+    configs = [Config("multiprocessing", 3, 8), Config("multiprocessing", 2, 4), Config("serial", 1, 8)]
+    result = autotune(env_id="shoal/Multiagent-v0", num_envs=8, budget=30.0, seconds=0.1, configs=configs)
+    assert {t.config for t in result.trials} == set(configs)
+    assert all(t.steps_per_second > 0 for t in result.trials)
+    with result.workload.make(configs[0]) as envs:
+        assert (envs.num_envs, envs.batch_size, envs.num_workers) == (16, 16, 3)
+    with result.workload.make(configs[1]) as envs:
+        assert (envs.num_envs, envs.batch_size, envs.num_workers) == (16, 8, 2)
+    assert "batch_size" not in result.workload.snippet(configs[0])
+    assert "batch_size=8" in result.workload.snippet(configs[1])
+    code, out, _ = run(capsys, "autotune", "--env", "shoal/Multiagent-v0", "--num-envs", "6", "--budget", "1",
+                       "--seconds", "0.1")
+    assert code == 0 and "steps/s count rows: 2 per env, one per agent" in out
 
 
 # -- errors, help, interruption ------------------------------------------------------------------------------------

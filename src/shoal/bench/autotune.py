@@ -24,14 +24,11 @@ Progress = Callable[[str, float, float], None]
 
 @dataclass(frozen=True)
 class Config:
-    """One way to vectorize the workload."""
+    """One way to vectorize the workload; ``batch_size`` counts envs (a multi-agent env once, whatever its agents)."""
 
     backend: str
     num_workers: int
     batch_size: int
-
-    def kwargs(self) -> dict[str, Any]:
-        return {"backend": self.backend, "num_workers": self.num_workers, "batch_size": self.batch_size}
 
 
 @dataclass(frozen=True)
@@ -45,11 +42,13 @@ class Trial:
 
 @dataclass(frozen=True)
 class Workload:
-    """Atari ``games`` (one env each), or ``env_id`` x ``num_envs``."""
+    """Atari ``games`` (one env each), or ``env_id`` x ``num_envs``; a multi-agent env has ``rows_per_env`` rows,
+    one per agent, and the steps/s of its trials count rows."""
 
     games: tuple[str, ...] = ()
     env_id: str | None = None
     num_envs: int = 0
+    rows_per_env: int = 1
 
     @classmethod
     def of(cls, games: Sequence[str] | None = None, env_id: str | None = None, num_envs: int | None = None) -> Workload:
@@ -62,26 +61,35 @@ class Workload:
             return cls(games=names, num_envs=len(names))
         if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
             raise ConfigError(f"num_envs must be a positive integer with a Gymnasium id, got {num_envs!r}")
-        return cls(env_id=env_id, num_envs=num_envs)
+        from shoal.make import make
+
+        with make(env_id, 1, backend="serial") as probe:  # (an unknown id fails here, before any timing)
+            rows = probe.rows_per_env
+        return cls(env_id=env_id, num_envs=num_envs, rows_per_env=rows)
+
+    def kwargs(self, config: Config) -> dict[str, Any]:
+        """The vector env's arguments for ``config``, those at their defaults left out: no workers for the serial
+        backend; a batch of fewer than all envs in rows, as the vector env counts it."""
+        kwargs: dict[str, Any] = {"backend": config.backend}
+        if config.backend != "serial":
+            kwargs["num_workers"] = config.num_workers
+        if config.batch_size < self.num_envs:
+            kwargs["batch_size"] = config.batch_size * self.rows_per_env
+        return kwargs
 
     def make(self, config: Config) -> Any:
         if self.games:
             from shoal.atari import AtariVectorEnv
 
-            return AtariVectorEnv(games=list(self.games), **SETTINGS, **config.kwargs())
+            return AtariVectorEnv(games=list(self.games), **SETTINGS, **self.kwargs(config))
         from shoal.make import make
 
         assert self.env_id is not None  # (a workload has games or an env id: of())
-        return make(self.env_id, self.num_envs, **config.kwargs())
+        return make(self.env_id, self.num_envs, **self.kwargs(config))
 
     def snippet(self, config: Config) -> str:
-        """Python that builds the vector env with ``config`` (arguments left at their defaults are left out)."""
-        kwargs = config.kwargs()
-        if config.backend == "serial":
-            del kwargs["num_workers"]
-        if config.batch_size == self.num_envs:
-            del kwargs["batch_size"]
-        args = ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
+        """Python that builds the vector env with ``config``."""
+        args = ", ".join(f"{k}={v!r}" for k, v in self.kwargs(config).items())
         if self.games:
             return f"import shoal\n\nenvs = shoal.AtariVectorEnv(games={list(self.games)!r}, {args})\n"
         return f"import shoal\n\nenvs = shoal.make({self.env_id!r}, {self.num_envs}, {args})\n"

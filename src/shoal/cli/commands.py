@@ -139,6 +139,9 @@ def autotune_command(args: argparse.Namespace) -> int:
         table.add_row(str(rank), t.config.backend, str(t.config.num_workers), str(t.config.batch_size),
                       f"{t.steps_per_second:,.0f}", f"{t.latency_ms:.2f}")
     console.print(table)
+    rows = result.workload.rows_per_env
+    if rows > 1:
+        console.print(f"steps/s count rows: {rows} per env, one per agent; a batch counts envs")
     console.print(Syntax(result.snippet(), "python"))
     return 0
 

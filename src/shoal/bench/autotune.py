@@ -63,6 +63,7 @@ class Workload:
             raise ConfigError(f"num_envs must be a positive integer with a Gymnasium id, got {num_envs!r}")
         from shoal.make import make
 
+        assert env_id is not None  # (exactly one of the two, checked above)
         with make(env_id, 1, backend="serial") as probe:  # (an unknown id fails here, before any timing)
             rows = probe.rows_per_env
         return cls(env_id=env_id, num_envs=num_envs, rows_per_env=rows)

@@ -17,7 +17,6 @@ from ale_py import roms
 from ale_py.env import AtariEnv
 from matplotlib.image import imread
 
-from shoal.bench.autotune import Config
 from shoal.bench import (
     ThroughputResult,
     autotune,
@@ -25,6 +24,7 @@ from shoal.bench import (
     reference_scores,
     sweep,
 )
+from shoal.bench.autotune import Config
 from shoal.bench.sweep import _policy
 from shoal.cli import main
 from shoal.cli.charts import throughput_chart

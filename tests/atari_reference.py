@@ -22,7 +22,8 @@ INFO_KEYS = ("lives", "frame_number", "episode_frame_number")
 """The info entries both sides report (the reference also reports ``seeds`` after a seeded reset)."""
 
 
-def reference_env(game, *, frameskip, size, grayscale, stack, episodic_life, max_frames, render_mode=None):
+def reference_env(game, *, frameskip, size, grayscale, stack, episodic_life, max_frames, render_mode=None,
+                  padding="reset"):
     height, width = size
     base = AtariEnv(
         game,
@@ -40,17 +41,17 @@ def reference_env(game, *, frameskip, size, grayscale, stack, episodic_life, max
         terminal_on_life_loss=episodic_life,
         grayscale_obs=grayscale,
     )
-    return FrameStackObservation(pre, stack)
+    return FrameStackObservation(pre, stack, padding_type=padding)
 
 
 def compare_rollout(games, *, steps, seed, autoreset_mode="next_step", frameskip=4, size=(84, 84), grayscale=True,
-                    stack=4, episodic_life=False, max_frames=108000, **shoal_kwargs):
+                    stack=4, episodic_life=False, max_frames=108000, padding="reset", **shoal_kwargs):
     """Step shoal and the reference side by side with the same random actions; assert every result equal.
 
     Returns how many episodes ended, so a test can check that autoresets were exercised.
     """
     settings = dict(frameskip=frameskip, size=size, grayscale=grayscale, stack=stack, episodic_life=episodic_life,
-                    max_frames=max_frames)
+                    max_frames=max_frames, padding=padding)
     mode = parse_autoreset_mode(autoreset_mode)
     refs = [
         gym.vector.SyncVectorEnv([lambda g=g: reference_env(g, **settings)], autoreset_mode=mode) for g in games
@@ -59,7 +60,7 @@ def compare_rollout(games, *, steps, seed, autoreset_mode="next_step", frameskip
         games=list(games), noop_max=0, repeat_action_probability=0.0, use_fire_reset=False, reward_clipping=False,
         frameskip=frameskip, img_height=size[0], img_width=size[1], grayscale=grayscale, stack_num=stack,
         episodic_life=episodic_life, max_num_frames_per_episode=max_frames, autoreset_mode=autoreset_mode,
-        **shoal_kwargs,
+        padding_type=padding, **shoal_kwargs,
     )
     return step_against(refs, envs, games, steps=steps, seed=seed)
 

@@ -39,6 +39,10 @@ def test_gray_84_next_step_on_every_backend(backend):
             id="full-size-skip1-episodic",
         ),
         pytest.param(dict(size=(105, 80), frameskip=2, max_frames=400), id="integer-scale-opencv-path"),
+        pytest.param(  # zeros before an episode's first frame, as ale-py's pool: after resets, and autoresets
+            dict(padding="zero", autoreset_mode="same_step", episodic_life=True, max_frames=500), id="zero-padding"
+        ),
+        pytest.param(dict(padding="zero", size=(105, 80), grayscale=False, max_frames=400), id="zero-padding-opencv"),
     ],
 )
 def test_settings(settings):

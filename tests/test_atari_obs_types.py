@@ -21,15 +21,15 @@ BACKENDS = [
 ]
 
 
-def _raw_reference(game, *, obs_type, frameskip, stack, max_frames, render_mode=None):
+def _raw_reference(game, *, obs_type, frameskip, stack, max_frames, render_mode=None, padding="reset"):
     """Gymnasium's ``AtariEnv`` as ``gym.make("ALE/<Game>-v5", obs_type=...)`` makes it, stochasticity off (no
     sticky actions), with its observations stacked as shoal stacks them."""
     env = AtariEnv(game, obs_type=obs_type, frameskip=frameskip, repeat_action_probability=0.0,
                    max_num_frames_per_episode=max_frames, render_mode=render_mode)
-    return FrameStackObservation(env, stack)
+    return FrameStackObservation(env, stack, padding_type=padding)
 
 
-def _compare_raw(games, *, obs_type, frameskip, steps, seed, stack=4, max_frames=400, **shoal_kwargs):
+def _compare_raw(games, *, obs_type, frameskip, steps, seed, stack=4, max_frames=400, padding="reset", **shoal_kwargs):
     """shoal with obs_type/frameskip and no preprocessing of its own (no no-ops, fire reset, clipping) against one
     Gymnasium SyncVectorEnv per ROM of the raw reference; every result equal. Returns the episodes that ended.
 
@@ -37,12 +37,13 @@ def _compare_raw(games, *, obs_type, frameskip, steps, seed, stack=4, max_frames
     screen before its last frame in shoal (as ``AtariPreprocessing`` has it), the last frame in ``AtariEnv``; RAM
     is read at the end of every step, so RAM observations are compared there too."""
     refs = [gym.vector.SyncVectorEnv([lambda g=g: _raw_reference(g, obs_type=obs_type, frameskip=frameskip,
-                                                                 stack=stack, max_frames=max_frames)])
+                                                                 stack=stack, max_frames=max_frames,
+                                                                 padding=padding)])
             for g in games]
     envs = shoal.AtariVectorEnv(
         games=list(games), obs_type=obs_type, frameskip=frameskip, stack_num=stack, noop_max=0,
         use_fire_reset=False, reward_clipping=False, repeat_action_probability=0.0, maxpool=False,
-        max_num_frames_per_episode=max_frames, **shoal_kwargs,
+        max_num_frames_per_episode=max_frames, padding_type=padding, **shoal_kwargs,
     )
     return step_against(refs, envs, games, steps=steps, seed=seed, ending_obs=obs_type == "ram")
 
@@ -50,6 +51,10 @@ def _compare_raw(games, *, obs_type, frameskip, steps, seed, stack=4, max_frames
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_ram_observations_equal_gymnasium_on_mixed_roms(backend):
     assert _compare_raw(GAMES, obs_type="ram", frameskip=4, steps=160, seed=2, **backend) >= 2
+
+
+def test_ram_observations_with_zero_padding_equal_gymnasium():
+    assert _compare_raw(GAMES, obs_type="ram", frameskip=4, steps=160, seed=2, padding="zero", backend="serial") >= 2
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -190,6 +190,8 @@ static int vector_on(void) {
  *   frames  uint8 [M, 2, H, W, C]   screens: the last of a step (slot 0) and the one before (slot 1); slot 0 is
  *                                   overwritten with their max when maxpool
  *   obs     uint8 [N, stack, h, w, C]
+ *   fill    FILL_NONE: the new frame goes after the previous stack shifted by one; FILL_REPEAT: in every slot;
+ *           FILL_ZERO: in the last slot, the others zero (src_rows unused but with FILL_NONE)
  *   rows    int64 [K]               the obs row each env's new stack goes to
  *   src_rows int64 [K]              the obs row holding its previous stack (may be the same row)
  *   screen_rows int64 [K]           the frames row of each env to push
@@ -204,11 +206,13 @@ static int vector_on(void) {
  *   scratch uint32 [W * C + 2 * w * C]   one row of vertical sums (16 bits), one of totals, one of flags
  * With tx == 0 the frame is copied without resizing (h == H and w == W).
  */
+enum { FILL_NONE = 0, FILL_REPEAT = 1, FILL_ZERO = 2 }; /* frames.py's FILL_* */
+
 static PyObject *push(PyObject *self, PyObject *args) {
     PyObject *o_frames, *o_obs, *o_rows, *o_src, *o_srows, *o_xidx, *o_xw, *o_yidx, *o_yw, *o_xfirst, *o_xwi, *o_yfirst,
         *o_ywi, *o_scratch;
     int maxpool, fill, stack, H, W, C, h, w, den;
-    if (!PyArg_ParseTuple(args, "OOOOOppiiiiiiOOOOOOOOiO", &o_frames, &o_obs, &o_rows, &o_src, &o_srows, &maxpool, &fill,
+    if (!PyArg_ParseTuple(args, "OOOOOpiiiiiiiOOOOOOOOiO", &o_frames, &o_obs, &o_rows, &o_src, &o_srows, &maxpool, &fill,
                           &stack, &H, &W, &C, &h, &w, &o_xidx, &o_xw, &o_yidx, &o_yw, &o_xfirst, &o_xwi, &o_yfirst,
                           &o_ywi, &den, &o_scratch)) {
         return NULL;
@@ -348,8 +352,10 @@ static PyObject *push(PyObject *self, PyObject *args) {
                 }
             }
         }
-        if (fill) {
+        if (fill == FILL_REPEAT) {
             for (int s = 0; s < stack - 1; s++) memcpy(slots + (Py_ssize_t)s * frame, dst, (size_t)frame);
+        } else if (fill == FILL_ZERO) {
+            memset(slots, 0, (size_t)(stack - 1) * frame);
         }
     }
     Py_END_ALLOW_THREADS

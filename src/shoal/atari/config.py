@@ -11,6 +11,7 @@ from shoal.errors import ConfigError
 
 ObsType = Literal["rgb", "grayscale", "ram"]
 LifeLossReset = Literal["game", "continue"]
+Padding = Literal["reset", "zero"]
 OBS_TYPES = ("rgb", "grayscale", "ram")
 RAM_SIZE = 128
 """Bytes of Atari 2600 RAM: the observation of ``obs_type="ram"`` (per stacked frame)."""
@@ -47,6 +48,10 @@ class AtariConfig:
     of RAM at the end of each step, stacked ``(stack, 128)``, neither resized nor max-pooled."""
     stack_num: int = 4
     """How many frames an observation stacks, oldest first."""
+    padding_type: Padding = "reset"
+    """What fills the stack before an episode's first frame (Gymnasium's ``FrameStackObservation`` keyword):
+    ``"reset"`` that frame repeated (Gymnasium's default, EnvPool's), ``"zero"`` zeros (ale-py's
+    ``AtariVectorEnv``, SB3's ``VecFrameStack``)."""
     frameskip: int | tuple[int, int] = 4
     """Emulator frames per step, each repeating the action; ``(low, high)``: a number in ``[low, high)`` drawn each
     step from the env's own generator, as Gymnasium's ``AtariEnv`` does."""
@@ -125,6 +130,8 @@ class AtariConfig:
         if self.obs_type != "ram" and self.grayscale != (self.obs_type == "grayscale"):
             raise ConfigError(f"obs_type={self.obs_type!r} and grayscale={self.grayscale!r} disagree")
         _positive_int("stack_num", self.stack_num)
+        if self.padding_type not in ("reset", "zero"):
+            raise ConfigError(f"padding_type must be 'reset' or 'zero', got {self.padding_type!r}")
         _positive_int("img_height", self.img_height)
         _positive_int("img_width", self.img_width)
         _positive_int("max_num_frames_per_episode", self.max_num_frames_per_episode)

@@ -125,11 +125,13 @@ class AtariEngine(Engine):
         self._ram = config.obs_type == "ram"
         self._frames: FrameStack | RamStack
         if self._ram:
-            self._frames = RamStack(buffers.obs, len(env_ids))
+            self._frames = RamStack(buffers.obs, len(env_ids), config.padding_type)
             self._readers = [frames.ram_reader(ale) for ale in self.ales]
         else:
             heights = [factory.screen_heights[i] for i in env_ids]
-            self._frames = FrameStack(buffers.obs, config.grayscale, config.maxpool, len(env_ids), heights)
+            self._frames = FrameStack(
+                buffers.obs, config.grayscale, config.maxpool, len(env_ids), heights, config.padding_type
+            )
             raw = {h: np.zeros((h, frames.SCREEN_WIDTH), np.uint8) for h in heights}  # palette indices being read
             self._readers = [
                 frames.screen_reader(ale, config.grayscale, table if frames.PALETTE_LOOKUP else None, raw[h])

@@ -8,7 +8,7 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 
-from shoal.atari.config import AtariConfig, LifeLossReset, ObsType, games_of, observation_type, per_env
+from shoal.atari.config import AtariConfig, LifeLossReset, ObsType, Padding, games_of, observation_type, per_env
 from shoal.atari.engine import INFO_ARRAYS, AtariEngineFactory, AtariState
 from shoal.atari.roms import game_info
 from shoal.errors import ActionError, ConfigError
@@ -33,6 +33,8 @@ class AtariVectorEnv(VectorEnv):
     ``obs_type`` is Gymnasium's ``AtariEnv`` keyword, for the whole vector env (observations of one batch share a
     shape): ``"grayscale"`` (the default) and ``"rgb"`` are the screens (ale-py's ``grayscale=True/False``, which
     still works), ``"ram"`` the 128 bytes of console RAM at the end of each step, stacked ``(stack_num, 128)``.
+    ``padding_type`` is Gymnasium's ``FrameStackObservation`` keyword: an episode's first observation holds its
+    first frame repeated (``"reset"``, the default) or zeros before it (``"zero"``, as ale-py's pool).
     ``frameskip=(low, high)`` repeats each action a number of frames drawn per step from ``[low, high)`` with the
     env's own generator (same seeds, same rollouts, on every backend). ``render_mode="rgb_array"`` makes
     :meth:`render` return each env's full-size RGB screen. Resets restore saved episode starts instead of emulating them
@@ -75,6 +77,7 @@ class AtariVectorEnv(VectorEnv):
         grayscale: bool | None = None,
         obs_type: ObsType | None = None,
         stack_num: int = 4,
+        padding_type: Padding = "reset",
         frameskip: int | tuple[int, int] = 4,
         maxpool: bool = True,
         noop_max: int = 30,
@@ -119,6 +122,7 @@ class AtariVectorEnv(VectorEnv):
             grayscale=grayscale,
             obs_type=obs_type,
             stack_num=stack_num,
+            padding_type=padding_type,
             frameskip=frameskip,
             maxpool=maxpool,
             noop_max=noop_max,

@@ -24,6 +24,10 @@ import numpy as np
 import shoal.atari._frames as _frames
 
 SCREEN_HEIGHT, SCREEN_WIDTH = 210, 160
+FILL_NONE, FILL_REPEAT, FILL_ZERO = 0, 1, 2
+"""How a push fills a stack (the kernel's codes): after the previous frames, or a new stack padded with the new
+frame repeated (Gymnasium's ``padding_type="reset"``) or with zeros (``"zero"``: ale-py's ``AtariVectorEnv``)."""
+PADDINGS = {"reset": FILL_REPEAT, "zero": FILL_ZERO}
 
 
 def area_taps(src: int, dst: int) -> tuple[np.ndarray, np.ndarray]:
@@ -136,6 +140,8 @@ class FrameStack:
         maxpool: observations are the max of the last two screens of a step.
         num_envs: how many envs.
         screen_heights: each env's screen height (most ROMs 210, a few up to 250; all 160 wide); None: all 210.
+        padding: what fills a new stack (:meth:`push` with ``fill``) before its first frame: that frame repeated
+            (``"reset"``) or zeros (``"zero"``).
 
     Each env captures its last two screens of a step into ``views[i][0]`` (last) and ``views[i][1]`` (the one
     before); :meth:`push` then turns them into the newest frame of its stack. Envs whose screens have the same
@@ -147,6 +153,7 @@ class FrameStack:
     maxpool: bool
     num_envs: int
     screen_heights: Sequence[int] | None = None
+    padding: str = "reset"
     screens: np.ndarray | None = field(init=False)
     views: list[tuple[np.ndarray, np.ndarray]] = field(init=False)
 
@@ -168,7 +175,8 @@ class FrameStack:
 
     def push(self, screens: np.ndarray, rows: np.ndarray, previous: np.ndarray, fill: bool = False) -> None:
         """Turn the screens of envs ``screens`` into the newest frame of obs rows ``rows``, after the stacks of obs
-        rows ``previous`` shifted by one frame (``fill``: the new frame in every slot, ``previous`` unused).
+        rows ``previous`` shifted by one frame (``fill``: a new stack, padded as :attr:`padding` says; ``previous``
+        unused).
 
         All three are int64 arrays of indices, one per env; ``previous`` may equal ``rows`` (in place).
         """
@@ -210,8 +218,8 @@ class _ScreenGroup:
         f = self.frames
         if self.kernel:
             _frames.push(
-                self.screens, f.obs, rows, previous, screens, f.maxpool, fill, f.stack, self.screen_height,
-                SCREEN_WIDTH, f.channels, f.height, f.width, *self.x, *self.y, *self.exact,
+                self.screens, f.obs, rows, previous, screens, f.maxpool, PADDINGS[f.padding] if fill else FILL_NONE,
+                f.stack, self.screen_height, SCREEN_WIDTH, f.channels, f.height, f.width, *self.x, *self.y, *self.exact,
                 self.screen_height * SCREEN_WIDTH, self.scratch,
             )
         else:
@@ -228,7 +236,8 @@ class _ScreenGroup:
             frame = cv2.resize(last, (f.width, f.height), interpolation=cv2.INTER_AREA)
             slots = f.obs[row]
             if fill:
-                slots[:] = frame
+                slots[:] = frame if f.padding == "reset" else 0
+                slots[-1] = frame
             else:
                 slots[:-1] = f.obs[before_row, 1:].copy()
                 slots[-1] = frame
@@ -242,12 +251,14 @@ class RamStack:
     Args:
         obs: the observation rows, shape ``(rows, stack, 128)``, written in place.
         num_envs: how many envs (rows of ``screens``).
+        padding: as :class:`FrameStack`'s.
 
     Each env reads its RAM at the end of a step into ``screens[i, 0]`` (``views[i][0]``).
     """
 
     obs: np.ndarray
     num_envs: int
+    padding: str = "reset"
     screens: np.ndarray = field(init=False)
     views: list[tuple[np.ndarray, np.ndarray]] = field(init=False)
 
@@ -259,7 +270,8 @@ class RamStack:
         """As :meth:`FrameStack.push`: ``screens[screens, 0]`` becomes the newest frame of obs rows ``rows``."""
         newest = self.screens[screens, 0]
         if fill:
-            self.obs[rows] = newest[:, None]
+            self.obs[rows] = newest[:, None] if self.padding == "reset" else 0
+            self.obs[rows, -1] = newest
             return
         self.obs[rows, :-1] = self.obs[previous, 1:]  # fancy indexing reads a copy: rows may equal previous
         self.obs[rows, -1] = newest

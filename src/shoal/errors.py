@@ -6,7 +6,7 @@ Each error subclasses :class:`ShoalError` *and* the builtin a caller would catch
 Gymnasium raised::
 
     ShoalError
-    ├── ConfigError            (ValueError)     bad constructor arguments
+    ├── ConfigError            (ValueError, gymnasium.error.Error)  bad constructor arguments
     │   ├── SpaceMismatchError (RuntimeError)   sub-envs whose spaces differ (Gymnasium raises RuntimeError)
     │   └── UnpicklableError   (TypeError)      an argument that must cross to a worker cannot be pickled
     ├── ActionError            (ValueError)     actions of the wrong shape, dtype or range
@@ -44,8 +44,9 @@ class ShoalError(Exception):
     """Base class of every error shoal raises."""
 
 
-class ConfigError(ShoalError, ValueError):
-    """A constructor argument is invalid or cannot be honoured."""
+class ConfigError(ShoalError, ValueError, gym_error.Error):
+    """A constructor argument is invalid or cannot be honoured (also Gymnasium's ``error.Error``, which its envs and
+    ale-py's pool raise for bad arguments)."""
 
 
 class SpaceMismatchError(ConfigError, RuntimeError):

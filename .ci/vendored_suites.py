@@ -7,24 +7,34 @@ Usage: python .ci/vendored_suites.py [SUITE ...]   (default: all of them)
   ``gymnasium.vector.SyncVectorEnv`` / ``AsyncVectorEnv``, and so ``gymnasium.make_vec``, made shoal's: its vector
   wrappers (RecordEpisodeStatistics, NormalizeObservation, DictInfoToList, RecordVideo, ...) over shoal's envs.
   Left out: the ``Ant-v4`` cases (MuJoCo's renderer needs an OpenGL context).
+* ``ale-py-vector``: ale-py 0.12.1's ``tests/python/test_atari_vector_env.py``, with ``gym.make_vec("ALE/...")``
+  building :class:`shoal.ale_py.AtariVectorEnv`. ale-py is GPL-licensed, so its file is not kept here: it is
+  unpacked at run time from ale-py's source release on PyPI (its SHA-256 checked); where that cannot be downloaded
+  the suite is skipped, saying so.
 * ``sb3-vec-envs``: Stable-Baselines3's tests of its VecEnvs and of what runs on them (commit e05d2db:
   ``test_vec_envs.py``, ``test_vec_normalize.py``, ``test_vec_check_nan.py``, ``test_dict_env.py``,
   ``test_predict.py``; its algorithms train on Dict observations there), with SB3's ``DummyVecEnv`` and
   ``SubprocVecEnv`` made :mod:`shoal.sb3`'s. Skipped where SB3 is not installed (the ``sb3`` extra).
 
-Each suite's files are the peer's, unchanged, with its license beside them; its ``conftest.py`` swaps the classes
-in, and ``shoal_built.py`` counts the shoal vector envs built (none fails the suite: it would have tested the peer's
-own classes). ``.ci/run`` installs what their tests import beyond the test extras (moviepy, which RecordVideo and
-VecVideoRecorder write with; array-api-compat, for the array conversions); without moviepy the video tests are left
-out here, saying so. Any failure not in a suite's DELIBERATE set, an error, or a hang (120 s a test) fails this
-script.
+Each suite's files are the peer's, unchanged, with its license beside them (or downloaded); its ``conftest.py``
+swaps the classes in, and ``shoal_built.py`` counts the shoal vector envs built (none fails the suite: it would have
+tested the peer's own classes). ``.ci/run`` installs what their tests import beyond the test extras (moviepy, which
+RecordVideo and VecVideoRecorder write with; array-api-compat, for the array conversions); without moviepy the video
+tests are left out here, saying so. Any failure not in a suite's DELIBERATE set, an error, or a hang (120 s a test)
+fails this script.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
+import io
 import re
+import shutil
 import sys
+import tarfile
+import tempfile
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,17 +44,42 @@ HERE = Path(__file__).resolve().parent
 
 
 @dataclass(frozen=True)
+class Fetched:
+    """Test files unpacked at run time from a source release: ``url``'s archive (its ``sha256`` checked), the
+    members under ``prefix`` placed under ``tests/`` of the suite's folder."""
+
+    url: str
+    sha256: str
+    prefix: str
+
+
+@dataclass(frozen=True)
 class Suite:
     paths: list[str]
     needs: str = ""  # a module without which the suite is skipped
     select: str = ""  # a pytest -k expression
     video: str = ""  # the video tests, left out without moviepy
     deliberate: dict[str, str] = field(default_factory=dict)  # test id -> why shoal differs (README: Drop-in)
+    fetched: Fetched | None = None  # test files downloaded, not kept here
 
 
 SUITES = {
     "gymnasium-wrappers": Suite(
         ["tests/wrappers/vector"], select="not Ant", video="tests/wrappers/vector/test_record_video.py"
+    ),
+    "ale-py-vector": Suite(
+        ["tests/test_atari_vector_env.py"],
+        fetched=Fetched(
+            "https://files.pythonhosted.org/packages/3e/e8/e69da8a5fb5feafa9fffb32ed8c2b306b7571b77faf779f61e4eb53304ec/"
+            "ale_py-0.12.1.tar.gz",
+            "c503d574c5983e1063b451201ccb779d935919c0f6bf116fb0f4f8aa4c86d249",
+            "ale_py-0.12.1/tests/python/",
+        ),
+        deliberate={
+            "tests.test_atari_vector_env.TestVectorEnv::test_invalid_reset_masks[ALE/Breakout-v5]":
+                "it expects a partial reset in asynchronous mode to raise, which shoal supports (for the envs of the "
+                "batch held), and then calls the C++ pool's own handle (envs.ale), which shoal has not",
+        },
     ),
     "sb3-vec-envs": Suite(
         ["tests"],
@@ -63,11 +98,43 @@ SUITES = {
 }
 
 
+def unpack(fetched: Fetched, folder: Path) -> str | None:
+    """Download ``fetched``'s archive and unpack its test files into ``folder / "tests"``; why not, if it failed."""
+    try:
+        with urllib.request.urlopen(fetched.url, timeout=120) as response:
+            data = response.read()
+    except OSError as exc:
+        return f"cannot download {fetched.url}: {exc}"
+    if hashlib.sha256(data).hexdigest() != fetched.sha256:
+        raise SystemExit(f"{fetched.url} does not have the SHA-256 this suite was checked with")
+    with tarfile.open(fileobj=io.BytesIO(data)) as archive:
+        for member in archive.getmembers():
+            if member.isfile() and member.name.startswith(fetched.prefix):
+                target = folder / "tests" / member.name[len(fetched.prefix):]
+                target.parent.mkdir(parents=True, exist_ok=True)
+                source = archive.extractfile(member)
+                assert source is not None  # a regular file
+                target.write_bytes(source.read())
+    return None
+
+
 def run(name: str, suite: Suite) -> bool:
-    folder = HERE / name
     if suite.needs and importlib.util.find_spec(suite.needs) is None:
         print(f"{name}: skipped ({suite.needs} is not installed)")
         return True
+    if suite.fetched is None:
+        return run_in(HERE / name, name, suite)
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) / name
+        shutil.copytree(HERE / name, folder)
+        why = unpack(suite.fetched, folder)
+        if why is not None:
+            print(f"{name}: skipped ({why})")
+            return True
+        return run_in(folder, name, suite)
+
+
+def run_in(folder: Path, name: str, suite: Suite) -> bool:
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", "-p", "shoal_built",
                "-c", str(folder / "pytest.ini"), "--timeout", "120", *suite.paths]
     if suite.select:

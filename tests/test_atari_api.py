@@ -87,6 +87,8 @@ def test_bad_constructor_arguments():
         shoal.AtariVectorEnv(games=["pong", "pong"], difficulty=[0])
     with pytest.raises(ConfigError, match="frameskip must be a positive integer"):
         shoal.AtariVectorEnv(games=["pong"], frameskip=0)
+    with pytest.raises(ConfigError, match="padding_type must be 'reset' or 'zero', got 'same'"):
+        shoal.AtariVectorEnv(games=["pong"], padding_type="same")
 
 
 def test_action_outside_one_roms_range_names_env_and_game():

@@ -8,7 +8,8 @@ this shared machine falls on all sides alike, not on one side's rounds); prints 
 ``--rounds`` and the ratios the targets are stated in:
 
 * single ROM (Breakout, 16 envs): shoal's best / ale-py's best, and shoal's best / the bare limit (2 processes
-  each running ALE's loop: 4x ``act`` + ``getScreenGrayscale``, no resize);
+  each running ALE's loop: 4x ``act`` + ``getScreenGrayscale``, no resize); and ale-py's drop-in
+  (``shoal.ale_py.AtariVectorEnv``, synchronous, shoal's default workers) / ale-py's best;
 * mixed ROMs (pong, breakout, space_invaders x 2 and x 4): shoal / three ale-py vector envs stepped together, and
   shoal / Gymnasium's AsyncVectorEnv (``full_action_space=True``, the only way it accepts the mix); and the bare
   limit of the mix (2 processes, each ALE's loop over its half of the games), which bounds what any vector env on
@@ -30,6 +31,7 @@ from typing import Callable
 import numpy as np
 
 import shoal
+import shoal.ale_py
 from shoal.bench.throughput import SETTINGS, gymnasium_async, interleaved, stepper, time_steps
 
 MIXED = ["pong", "breakout", "space_invaders"]
@@ -161,6 +163,7 @@ def single_configs(n: int) -> dict[str, tuple[str, Callable]]:
         "shoal mp async batch 8": (
             "shoal", lambda: shoal.AtariVectorEnv(games=games, num_workers=2, batch_size=n // 2, **SETTINGS)),
         "shoal serial": ("shoal", lambda: shoal.AtariVectorEnv(games=games, backend="serial", **SETTINGS)),
+        "drop-in shoal.ale_py sync": ("drop-in", lambda: shoal.ale_py.AtariVectorEnv("breakout", n, **SETTINGS)),
         "ale-py sync": ("ale-py", lambda: AleVectorEnv("breakout", n, **SETTINGS)),
         "ale-py async batch 8": ("ale-py", lambda: AleVectorEnv("breakout", n, batch_size=n // 2, **SETTINGS)),
     }
@@ -177,6 +180,7 @@ def bench_single(seconds: float, rounds: int, n: int = 16) -> None:
     ale_best = max(v for k, v in rates.items() if k.startswith("ale-py"))
     print(f"  ratio shoal best / ale-py best: {shoal_best / ale_best:.2f}x   (target >= 1.15)")
     print(f"  ratio shoal best / bare limit:  {shoal_best / rates['bare limit (2 processes)']:.2f}x   (target >= 0.90)")
+    print(f"  ratio drop-in / ale-py best:    {rates['drop-in shoal.ale_py sync'] / ale_best:.2f}x")
 
 
 def bench_multi(seconds: float, rounds: int) -> None:

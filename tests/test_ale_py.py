@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 
+import ale_py
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -20,6 +21,10 @@ import shoal
 import shoal.ale_py
 from shoal.errors import NotResetError, ResetArgumentError, ResetArgumentTypeError
 
+pytestmark = pytest.mark.skipif(
+    tuple(int(p) for p in ale_py.__version__.split(".")[:2]) < (0, 12),
+    reason=f"shoal.ale_py follows ale-py 0.12's pool; ale-py {ale_py.__version__} is installed",
+)
 QUIET = dict(noop_max=0, repeat_action_probability=0.0)
 
 

@@ -143,6 +143,8 @@ def test_bad_arguments_are_gymnasium_errors_as_in_ale_py():
     for frameskip in (0, -1, 4.0):
         with pytest.raises(gym.error.Error, match="frameskip"):
             shoal.ale_py.AtariVectorEnv("breakout", 1, frameskip=frameskip)
+    with pytest.raises(gym.error.Error, match="max_num_frames_per_episode must be a positive integer, got 0"):
+        shoal.ale_py.AtariVectorEnv("breakout", 1, max_num_frames_per_episode=0)
     with shoal.ale_py.AtariVectorEnv("breakout", 1, backend="serial") as envs:
         with pytest.raises(NotImplementedError, match="xla"):
             envs.xla()

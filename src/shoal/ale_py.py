@@ -49,9 +49,12 @@ class AtariVectorEnv(_ShoalAtari):
         **kwargs: Any,
     ) -> None:
         kwargs.setdefault("padding_type", "zero")
-        # ale-py's pool plays the limit's frames and truncates at the next one; ALE, at the limit (tested equal)
-        super().__init__(game=game, num_envs=num_envs, max_num_frames_per_episode=max_num_frames_per_episode + 1,
-                         **kwargs)
+        # ale-py's pool plays the limit's frames and truncates at the next one; ALE, at the limit (tested equal). A
+        # limit that is not a positive int goes on as it came, for the check to name it.
+        limit = max_num_frames_per_episode
+        if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0:
+            limit += 1
+        super().__init__(game=game, num_envs=num_envs, max_num_frames_per_episode=limit, **kwargs)
 
     def reset_async(self, seed: Any = None, options: dict[str, Any] | None = None) -> None:
         mask = (options or {}).get("reset_mask")

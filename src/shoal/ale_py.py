@@ -120,12 +120,12 @@ def _seeds_of_reset(seed: Any, mask: np.ndarray) -> list[int | None] | None:
     if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
         values = [int(seed) + k for k in range(len(reset))]
     elif isinstance(seed, (np.ndarray, list, tuple)):
-        values = list(np.asarray(seed).tolist())
         if np.shape(seed) != (len(reset),):
             raise ResetArgumentError(
                 f"`seed` must have one entry per sub-environment being reset, expected shape {(len(reset),)}, got "
                 f"{np.shape(seed)}"
             )
+        values = np.asarray(seed).tolist()
     else:
         raise ResetArgumentTypeError(f"seed must be an int or one int per env reset, got {type(seed).__name__}")
     seeds: list[int | None] = [None] * len(mask)

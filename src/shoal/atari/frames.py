@@ -236,11 +236,10 @@ class _ScreenGroup:
             frame = cv2.resize(last, (f.width, f.height), interpolation=cv2.INTER_AREA)
             slots = f.obs[row]
             if fill:
-                slots[:] = frame if f.padding == "reset" else 0
-                slots[-1] = frame
+                slots[:-1] = frame if f.padding == "reset" else 0
             else:
                 slots[:-1] = f.obs[before_row, 1:].copy()
-                slots[-1] = frame
+            slots[-1] = frame
 
 
 @dataclass
@@ -270,10 +269,9 @@ class RamStack:
         """As :meth:`FrameStack.push`: ``screens[screens, 0]`` becomes the newest frame of obs rows ``rows``."""
         newest = self.screens[screens, 0]
         if fill:
-            self.obs[rows] = newest[:, None] if self.padding == "reset" else 0
-            self.obs[rows, -1] = newest
-            return
-        self.obs[rows, :-1] = self.obs[previous, 1:]  # fancy indexing reads a copy: rows may equal previous
+            self.obs[rows, :-1] = newest[:, None] if self.padding == "reset" else 0
+        else:
+            self.obs[rows, :-1] = self.obs[previous, 1:]  # fancy indexing reads a copy: rows may equal previous
         self.obs[rows, -1] = newest
 
 

@@ -96,6 +96,8 @@ class PettingZooEngine(Engine):
         self._over = np.zeros(len(self.envs), np.bool_)  # which envs ended their episode in their last step
         self._zero = Layout(rows.observation_space).empty(1)[0]
         self._action = buffers.spec.action
+        # None where every agent's action space is the rows' own (a row's action is then the agent's as it is)
+        self._convert = None if all(space == rows.action_space for space in rows.action_spaces) else rows.action
         mine = slice(env_ids.start, env_ids.stop)
         buffers.extras["env_index"][mine] = np.repeat(np.arange(self.first_env, self.first_env + len(self.envs)), a)
         buffers.extras["agent_index"][mine] = np.tile(np.arange(a), len(self.envs))
@@ -159,15 +161,18 @@ class PettingZooEngine(Engine):
         return entries
 
     def _step_envs(self, ids: np.ndarray, actions: Any) -> list[dict]:
-        rows, a = self.rows, self.rows.count
-        index = self._index
+        a = self.rows.count
+        index, convert = self._index, self._convert
         if self._action.structured and isinstance(actions, np.ndarray):
             actions = [self._action.item(actions, j) for j in range(len(ids))]
         infos: list[dict] = []
         for j, e in enumerate(self._envs_of(ids).tolist()):
             env = self.envs[e - self.first_env]
             first = j * a
-            step_actions = {agent: rows.action(index[agent], actions[first + index[agent]]) for agent in env.agents}
+            if convert is None:
+                step_actions = {agent: actions[first + index[agent]] for agent in env.agents}
+            else:
+                step_actions = {agent: convert(index[agent], actions[first + index[agent]]) for agent in env.agents}
             try:
                 result = env.step(step_actions)
             except Exception as exc:
@@ -190,35 +195,41 @@ class PettingZooEngine(Engine):
     ) -> list[dict]:
         """Write env ``e``'s rows from its dicts (``flags``: rewards, terminations, truncations; None on reset);
         rows of agents without an observation become padding. One info dict per row."""
+        # Once per agent per step, so what the loop reads is bound to locals first (a multi-agent env of many cheap
+        # agents spends much of its step here)
         rows, b = self.rows, self.buffers
         a = rows.count
         base = e * a
         unknown = [agent for agent in observations if agent not in self._index]
         if unknown:
             raise self._fail(e, unknown[0], f"an agent not in possible_agents {list(rows.agents)}", during)
-        target = b.target_rows(np.arange(base, base + a))
-        mask = b.extras["agent_mask"]
+        target = b.target_rows(np.arange(base, base + a)).tolist()
+        mask, rewards, terms, truncs = b.extras["agent_mask"], b.rewards, b.terminations, b.truncations
+        write, checks, observation = self._write, self._checks, rows.observation
+        by_agent = isinstance(agent_infos, dict)
+        if flags is not None:
+            agent_rewards, agent_terms, agent_truncs = flags
         infos: list[dict] = []
         for k, agent in enumerate(rows.agents):
             row = base + k
             if agent not in observations:
-                self._write(int(target[k]), self._zero)
+                write(target[k], self._zero)
                 mask[row] = False
                 if flags is not None:  # a reset leaves them to _settle_reset (same-step mode keeps the final step's)
-                    b.rewards[row] = 0.0
-                    b.terminations[row] = True
-                    b.truncations[row] = False
+                    rewards[row] = 0.0
+                    terms[row] = True
+                    truncs[row] = False
                 infos.append({})
                 continue
             obs = observations[agent]
             try:
-                self._checks[k](obs)
+                checks[k](obs)
                 if flags is not None:
-                    reward, terminated, truncated = (flag[agent] for flag in flags)
+                    reward, terminated, truncated = agent_rewards[agent], agent_terms[agent], agent_truncs[agent]
                     check_reward(reward)
                     check_flag(terminated, "terminated")
                     check_flag(truncated, "truncated")
-                info = agent_infos.get(agent, {}) if isinstance(agent_infos, dict) else None
+                info = agent_infos.get(agent, {}) if by_agent else None
                 if not isinstance(info, dict):
                     raise Rejected(f"expected infos as a dict of dicts by agent, got {type(agent_infos).__name__}")
             except Rejected as bad:
@@ -227,12 +238,12 @@ class PettingZooEngine(Engine):
                 names = ("rewards", "terminations", "truncations")
                 missing = ", ".join(name for name, flag in zip(names, flags or ()) if agent not in flag)
                 raise self._fail(e, agent, f"an observation but no entry in {missing}", during) from None
-            self._write(int(target[k]), rows.observation(k, obs))
+            write(target[k], observation(k, obs))
             mask[row] = True
             if flags is not None:
-                b.rewards[row] = reward
-                b.terminations[row] = terminated
-                b.truncations[row] = truncated
+                rewards[row] = reward
+                terms[row] = terminated
+                truncs[row] = truncated
             infos.append(info)
         return infos
 

@@ -5,9 +5,10 @@
 
 Per env: steps/s of shoal's batch-native env (serial, and multiprocessing with 2 workers), of the single-instance
 Gymnasium env under Gymnasium's ``SyncVectorEnv`` and under shoal's per-instance path (``shoal.make`` of the
-single-instance env, serial), and of PufferLib's Ocean env of the same name when pufferlib is installed. The
-single-instance configurations step ``--single-instances`` envs (fewer: they are thousands of times slower, and
-their steps/s hardly depends on the count). Prints the ratios the targets are stated in.
+single-instance env, serial). The single-instance configurations step ``--single-instances`` envs (fewer: they are
+thousands of times slower, and their steps/s hardly depends on the count). Prints the ratios the targets are stated
+in. PufferLib's Ocean envs are not measured: pufferlib 3.0.0 builds them from source, and its build downloads raylib
+(unreachable here); pufferlib-core, which installs, has none.
 
 "bare x2" is what two cores give with no coordination at all: two independent processes at once, each stepping
 half the instances on the serial backend, their steps/s summed. A multiprocessing vector env cannot beat it (it
@@ -24,7 +25,6 @@ it runs; "bound/bound" against the second, which is the ratio those cuts could g
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import multiprocessing
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -117,8 +117,6 @@ def main() -> None:
     parser.add_argument("--autoreset-mode", default="next_step", choices=["next_step", "same_step"],
                         help="every configuration's (same-step adds each ended episode's final_obs to the infos)")
     args = parser.parse_args()
-    if importlib.util.find_spec("pufferlib") is None:
-        print("pufferlib is not installed (it does not install here: see the README): no PufferLib Ocean column")
     print(f"{'env':11s} {'config':20s} {'steps/s (best of ' + str(args.rounds) + ')':>22s}")
     summary = []
     for name in args.envs:

@@ -7,8 +7,9 @@ twin), ``spread`` (MPE's simple_spread, 3 agents) and ``pistonball`` (butterfly,
 workload: agent-steps/s (rows per step x steps/s) of shoal's serial and multiprocessing backends (2 workers, with
 and without stepping a group in the calling process, and asynchronous batches of half the envs), of SuperSuit's
 ``pettingzoo_env_to_vec_env_v1`` + ``concat_vec_envs_v1`` in one process and with 2 processes, and of PufferLib's
-PettingZoo emulation when pufferlib is installed. Prints shoal's best over the best peer, and for ``crowd`` the
-agent-steps/s of shoal on the many-agent env over shoal on its single-agent twin (same walkers, one env each).
+vector envs (serial, and 1 and 2 workers) over its PettingZoo wrapper when pufferlib-core is installed. Prints
+shoal's best over the best peer, and for ``crowd`` the agent-steps/s of shoal on the many-agent env over shoal on
+its single-agent twin (same walkers, one env each).
 """
 
 from __future__ import annotations
@@ -82,6 +83,22 @@ def configs(fn, n: int):
     if importlib.util.find_spec("supersuit") is not None:
         yield "SuperSuit 1 proc", lambda: supersuit(fn, n, 0)
         yield "SuperSuit 2 procs", lambda: supersuit(fn, n, 2)
+    if importlib.util.find_spec("pufferlib") is not None:
+        yield from puffer_configs(fn, n)
+
+
+def puffer_configs(fn, n: int):
+    """PufferLib's vector envs over its own PettingZoo wrapper (agents as rows, as shoal's)."""
+    import pufferlib.emulation
+    import pufferlib.vector
+
+    def puffer(buf=None, seed=0):
+        return pufferlib.emulation.PettingZooPufferEnv(env_creator=fn, buf=buf, seed=seed)
+
+    make = partial(pufferlib.vector.make, puffer, num_envs=n)
+    yield "PufferLib Serial", lambda: make(backend=pufferlib.vector.Serial)
+    for workers in (1, 2):  # one worker per core is PufferLib's rule; its calling process spins too
+        yield f"PufferLib mp {workers}", lambda w=workers: make(backend=pufferlib.vector.Multiprocessing, num_workers=w)
 
 
 def twin_configs(n: int):
@@ -98,7 +115,7 @@ def main() -> None:
     parser.add_argument("--workloads", nargs="+", default=list(WORKLOADS), choices=list(WORKLOADS))
     args = parser.parse_args()
     if importlib.util.find_spec("pufferlib") is None:
-        print("pufferlib is not installed (it does not install here: see the README): no PufferLib column")
+        print("pufferlib is not installed (README: pip install --no-deps pufferlib-core==3.0.23): no PufferLib column")
     if importlib.util.find_spec("supersuit") is None:
         print("supersuit is not installed (pip install supersuit): no SuperSuit column")
     print(f"{'workload':11s} {'config':27s} {'agent-steps/s (best of ' + str(args.rounds) + ')':>28s}")

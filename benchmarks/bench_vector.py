@@ -6,7 +6,10 @@
 Prints steps/s of every configuration (its best window over ``--rounds`` interleaved rounds) and, per workload and
 env count, the ratio of shoal's best configuration to the best peer configuration measured in the same run (absolute
 figures drift on a shared machine; ratios hold). ``--autoreset-mode same_step`` (what SB3 code steps) runs every
-vector env in that mode (PufferLib, whose autoreset is its own, is left out then).
+vector env in that mode (PufferLib, whose autoreset is its own, is left out then). PufferLib's configurations run when
+pufferlib-core is installed (``pip install --no-deps pufferlib-core==3.0.23``: it pins torch 2.9.0, which would
+replace the CPU build), over its own Gymnasium wrapper: its serial backend, its multiprocessing one with 1 and 2
+workers, and 2 workers answering half the envs (asynchronous).
 """
 
 from __future__ import annotations
@@ -40,10 +43,22 @@ def configs(fn, n, mode="next_step"):
     if mode is not AutoresetMode.NEXT_STEP:
         return
     try:
-        import pufferlib.vector  # noqa: F401
+        import pufferlib.emulation
+        import pufferlib.vector
     except ImportError:
         return
-    yield "peer", "pufferlib Serial", lambda: pufferlib.vector.make(fn, num_envs=n, backend=pufferlib.vector.Serial)
+
+    def puffer(buf=None, seed=0):  # PufferLib's own wrapper of a Gymnasium env, as its docs make one
+        return pufferlib.emulation.GymnasiumPufferEnv(env_creator=fn, buf=buf, seed=seed)
+
+    make = partial(pufferlib.vector.make, puffer, num_envs=n)
+    yield "peer", "pufferlib Serial", lambda: make(backend=pufferlib.vector.Serial)
+    for workers in (1, 2):  # one worker per core is PufferLib's rule; its calling process spins too
+        yield "peer", f"pufferlib mp {workers}", lambda w=workers: make(backend=pufferlib.vector.Multiprocessing,
+                                                                        num_workers=w)
+    # asynchronous: each recv returns the first worker's half, as PufferLib's batch_size < num_envs does
+    yield "peer", "pufferlib mp 2 async", lambda: make(backend=pufferlib.vector.Multiprocessing, num_workers=2,
+                                                       batch_size=n // 2)
 
 
 def main() -> None:

@@ -25,6 +25,7 @@ import numpy as np
 import shoal
 from shoal.bench.throughput import interleaved
 from multiagent_workloads import Crowd, CrowdSingle
+from workloads import puffer_make
 
 warnings.filterwarnings("ignore")  # SuperSuit and PettingZoo warn about deprecated attributes on every make
 
@@ -89,16 +90,10 @@ def configs(fn, n: int):
 
 def puffer_configs(fn, n: int):
     """PufferLib's vector envs over its own PettingZoo wrapper (agents as rows, as shoal's)."""
-    import pufferlib.emulation
-    import pufferlib.vector
-
-    def puffer(buf=None, seed=0):
-        return pufferlib.emulation.PettingZooPufferEnv(env_creator=fn, buf=buf, seed=seed)
-
-    make = partial(pufferlib.vector.make, puffer, num_envs=n)
-    yield "PufferLib Serial", lambda: make(backend=pufferlib.vector.Serial)
+    make = partial(puffer_make, fn, n, multiagent=True)
+    yield "PufferLib Serial", lambda: make(backend="Serial")
     for workers in (1, 2):  # one worker per core is PufferLib's rule; its calling process spins too
-        yield f"PufferLib mp {workers}", lambda w=workers: make(backend=pufferlib.vector.Multiprocessing, num_workers=w)
+        yield f"PufferLib mp {workers}", lambda w=workers: make(backend="Multiprocessing", num_workers=w)
 
 
 def twin_configs(n: int):

@@ -14,6 +14,7 @@ workers, and 2 workers answering half the envs (asynchronous).
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 from functools import partial
@@ -22,7 +23,7 @@ import gymnasium as gym
 from gymnasium.vector import AutoresetMode
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from workloads import arguments, best_rate, side_by_side  # noqa: E402
+from workloads import arguments, best_rate, puffer_make, side_by_side  # noqa: E402
 
 import shoal  # noqa: E402
 
@@ -40,25 +41,14 @@ def configs(fn, n, mode="next_step"):
     yield "shoal", "mp 2 workers", lambda: shoal.make(fns, num_workers=2, inline=False, autoreset_mode=mode)
     yield "peer", "gymnasium Sync", lambda: gym.vector.SyncVectorEnv(fns, autoreset_mode=mode)
     yield "peer", "gymnasium Async", lambda: gym.vector.AsyncVectorEnv(fns, autoreset_mode=mode)
-    if mode is not AutoresetMode.NEXT_STEP:
+    if mode is not AutoresetMode.NEXT_STEP or importlib.util.find_spec("pufferlib") is None:
         return
-    try:
-        import pufferlib.emulation
-        import pufferlib.vector
-    except ImportError:
-        return
-
-    def puffer(buf=None, seed=0):  # PufferLib's own wrapper of a Gymnasium env, as its docs make one
-        return pufferlib.emulation.GymnasiumPufferEnv(env_creator=fn, buf=buf, seed=seed)
-
-    make = partial(pufferlib.vector.make, puffer, num_envs=n)
-    yield "peer", "pufferlib Serial", lambda: make(backend=pufferlib.vector.Serial)
+    make = partial(puffer_make, fn, n)
+    yield "peer", "pufferlib Serial", lambda: make(backend="Serial")
     for workers in (1, 2):  # one worker per core is PufferLib's rule; its calling process spins too
-        yield "peer", f"pufferlib mp {workers}", lambda w=workers: make(backend=pufferlib.vector.Multiprocessing,
-                                                                        num_workers=w)
+        yield "peer", f"pufferlib mp {workers}", lambda w=workers: make(backend="Multiprocessing", num_workers=w)
     # asynchronous: each recv returns the first worker's half, as PufferLib's batch_size < num_envs does
-    yield "peer", "pufferlib mp 2 async", lambda: make(backend=pufferlib.vector.Multiprocessing, num_workers=2,
-                                                       batch_size=n // 2)
+    yield "peer", "pufferlib mp 2 async", lambda: make(backend="Multiprocessing", num_workers=2, batch_size=n // 2)
 
 
 def main() -> None:

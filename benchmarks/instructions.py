@@ -27,7 +27,7 @@ import numpy as np
 from gymnasium import spaces
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from workloads import WORKLOADS  # noqa: E402
+from workloads import WORKLOADS, puffer_make  # noqa: E402
 
 
 class NoopEnv(gym.Env):
@@ -61,13 +61,7 @@ def build(config: str, fn, n: int):
         return shoal.make([fn] * n, backend="serial")
     if config == "gymnasium Sync":
         return gym.vector.SyncVectorEnv([fn] * n)
-    import pufferlib.emulation
-    import pufferlib.vector
-
-    def puffer(buf=None, seed=0):
-        return pufferlib.emulation.GymnasiumPufferEnv(env_creator=fn, buf=buf, seed=seed)
-
-    return pufferlib.vector.make(puffer, num_envs=n, backend=pufferlib.vector.Serial)
+    return puffer_make(fn, n, backend="Serial")
 
 
 def run(config: str, workload: str, n: int, steps: int) -> None:

@@ -75,6 +75,21 @@ def cartpole():
 WORKLOADS = {"cartpole": cartpole, "burn200us": BurnEnv, "dict": DictObsEnv}
 
 
+def puffer_make(fn: Callable[[], Any], n: int, multiagent: bool = False, **options: Any) -> Any:
+    """PufferLib's vector env (``pufferlib.vector.make``) of ``n`` envs made by ``fn``, each in PufferLib's own wrapper
+    (``PettingZooPufferEnv`` for a PettingZoo env when ``multiagent``, else ``GymnasiumPufferEnv``), as its docs make
+    one; ``options``: ``backend`` (``"Serial"``, ``"Multiprocessing"``), ``num_workers``, ``batch_size``."""
+    import pufferlib.emulation
+    import pufferlib.vector
+
+    wrapper = pufferlib.emulation.PettingZooPufferEnv if multiagent else pufferlib.emulation.GymnasiumPufferEnv
+
+    def creator(buf=None, seed=0):
+        return wrapper(env_creator=fn, buf=buf, seed=seed)
+
+    return pufferlib.vector.make(creator, num_envs=n, **options)
+
+
 def best_rate(envs: Any, seconds: float, reset: Callable[[Any], Any], windows: int = 5) -> float:
     """Steps/s of vector env ``envs`` (Gymnasium's API or SB3's: ``step(actions)`` of zero actions; closed afterwards)
     after ``reset(envs)``: the best of ``windows`` windows of ``seconds / windows`` each, after a warm-up of one window

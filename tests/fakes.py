@@ -344,6 +344,8 @@ class BadDataEnv(gym.Env):
             reward = None
         elif kind == "reward_array":
             reward = np.ones(2)
+        elif kind == "reward_str":
+            reward = "1.5"  # numpy would store it as 1.5
         elif kind == "terminated_none":
             terminated = None
         elif kind == "info_list":

@@ -24,6 +24,7 @@ BAD_STEPS = [
     ("obs_float_for_uint8", r"observation: expected dtype uint8 for Box\(.*\), got an array of .* dtype float64"),
     ("reward_none", r"expected the reward as one real number, got None"),
     ("reward_array", r"expected the reward as one real number, got an array of shape \(2,\)"),
+    ("reward_str", r"expected the reward as one real number, got str '1.5'"),
     ("terminated_none", r"expected terminated as a bool, got None"),
     ("info_list", r"expected info as a dict, got list"),
     ("dict_missing_key", r"observation: expected a dict with keys \['id', 'pos'\], got \['pos'\]"),
@@ -31,7 +32,8 @@ BAD_STEPS = [
 ]
 
 
-EVERY_STEP = {"obs_none", "reward_none", "reward_array"}  # caught on any step; the rest on each env's first
+EVERY_STEP = {"obs_none", "reward_none", "reward_array", "reward_str"}  # caught on any step; the rest on each env's
+# first (a reward numpy would coerce, a string, is refused where the reward is written)
 
 
 def _fns(kind, at):

@@ -354,8 +354,9 @@ def test_ctrl_c_at_any_bytecode_of_a_steps_send_and_receive_leaves_the_env_curre
     with shoal.make(functools.partial(SlowEnv, 0.0, info=info), 4, **INTERRUPTIBLE[hosting]) as envs:
         envs.reset(seed=0)
         transport = type(envs._transport)
+        gathering = transport.collect if "collect" in vars(transport) else transport.gather  # (serial: no gather)
         functions = [VectorEnv.step, VectorEnv.send, VectorEnv._dispatch_step, VectorEnv.recv, VectorEnv._receive,
-                     transport.step, transport.gather]
+                     VectorEnv._sendable, transport.step, gathering]
         if hosting == "ray":  # every step is a message each way: queued, owed and written; peeked, read, skipped
             functions += [transport._send, Channel.queue, Channel.flush, transport._wait, transport._read,
                           Channel.peek, Channel.skip]

@@ -435,6 +435,7 @@ class AtariEngine(Engine):
         self._lives[local] = state.lives
         self._game_over[local] = state.needs_reset
         self.buffers.needs_reset[env_id] = state.needs_reset
+        self._clean = None  # (what the engine knew of needs_reset)
         self._play_on[local] = state.play_on
         self._frame_offset[local] = state.frame_offset
         self._write_info(local, 0.0)

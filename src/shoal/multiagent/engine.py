@@ -18,7 +18,7 @@ from gymnasium.vector import AutoresetMode
 from shoal.errors import ConfigError, EnvOutputError, SpaceMismatchError
 from shoal.multiagent.rows import AgentRows
 from shoal.spaces import Layout
-from shoal.vector.buffers import Buffers
+from shoal.vector.buffers import Buffers, item_writers
 from shoal.vector.engine import Engine, blame, env_error
 from shoal.vector.outputs import Rejected, check_flag, check_reward, observation_check
 
@@ -98,6 +98,11 @@ class PettingZooEngine(Engine):
         self._action = buffers.spec.action
         # None where every agent's action space is the rows' own (a row's action is then the agent's as it is)
         self._convert = None if all(space == rows.action_space for space in rows.action_spaces) else rows.action
+        self._scalars = item_writers(
+            buffers.extras["agent_mask"], buffers.rewards, buffers.terminations, buffers.truncations
+        )
+        self._env_rows = [np.arange(e * a, (e + 1) * a) for e in range(self.first_env, env_ids.stop // a)]
+        self._env_row_lists = [rows.tolist() for rows in self._env_rows]
         mine = slice(env_ids.start, env_ids.stop)
         buffers.extras["env_index"][mine] = np.repeat(np.arange(self.first_env, self.first_env + len(self.envs)), a)
         buffers.extras["agent_index"][mine] = np.tile(np.arange(a), len(self.envs))
@@ -203,8 +208,10 @@ class PettingZooEngine(Engine):
         unknown = [agent for agent in observations if agent not in self._index]
         if unknown:
             raise self._fail(e, unknown[0], f"an agent not in possible_agents {list(rows.agents)}", during)
-        target = b.target_rows(np.arange(base, base + a)).tolist()
-        mask, rewards, terms, truncs = b.extras["agent_mask"], b.rewards, b.terminations, b.truncations
+        env_rows = self._env_rows[e - self.first_env]
+        targets = b.target_rows(env_rows)
+        target = self._env_row_lists[e - self.first_env] if targets is env_rows else targets.tolist()
+        mask, rewards, terms, truncs = self._scalars
         write, checks, observation = self._write, self._checks, rows.observation
         by_agent = isinstance(agent_infos, dict)
         if flags is not None:

@@ -413,7 +413,7 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):  # type: ignore[misc]
     def send(self, actions: Any, gamma: float | None = None) -> None:
         """Start a step of the batch the caller holds (all envs, or ``info["env_id"]`` of the last batch)."""
         ids = self._sendable()
-        if is_sequence_batch(self._single_action, actions):
+        if type(actions) is not np.ndarray and is_sequence_batch(self._single_action, actions):
             values, offsets, discount = check_sequences(
                 self._single_action, actions, len(ids), 1.0 if gamma is None else gamma
             )
@@ -454,6 +454,9 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):  # type: ignore[misc]
         self._send_sequences(ids, values, offsets, discount)
 
     def _sendable(self) -> np.ndarray:
+        if (self._state is AsyncState.DEFAULT and not (self.closed or self.is_async or self._interrupted)
+                and self._held is not None and not self._transport.owes()):
+            return self._held_ids  # every synchronous step: what _check_idle would find, without its calls
         self._check_idle("send")
         if self._held is None:
             raise NotResetError("call reset() before step()/send()")
@@ -539,7 +542,8 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):  # type: ignore[misc]
         rows, whose results (:meth:`_results`) are copied out group by group as the answers come
         (:attr:`_split_copies`; synchronous steps only).
         """
-        self._check_waiting(AsyncState.WAITING_STEP, "recv")
+        if self.closed or self._state is not AsyncState.WAITING_STEP:
+            self._check_waiting(AsyncState.WAITING_STEP, "recv")
         if timeout is not None:
             check_timeout(timeout)
         try:
@@ -556,7 +560,7 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):  # type: ignore[misc]
             raise
         self._state, self._interrupted, self._handout = AsyncState.DEFAULT, False, None
         if not self.is_async:
-            return self._absorb(answers), None, _ALL
+            return (self._absorb(answers) if self._loose_obs else answers), None, _ALL
         return answers, self._held_ids, self._held_rows
 
     def _hand_out(self, timeout: float | None) -> list[tuple[int, Any]]:

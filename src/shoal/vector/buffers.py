@@ -152,3 +152,11 @@ class Buffers:
         if len(moving):
             self.obs[self.target_rows(moving)] = self.obs[self.obs_rows(moving)]
             self.settle(moving)
+
+
+def item_writers(*arrays: np.ndarray) -> tuple[Any, ...]:
+    """Memoryviews of the 1-D ``arrays`` (float64 or bool) to write one item at a time: ~0.05 us a value against
+    ~0.3 us for numpy's item assignment, which an engine pays for each env's reward and flags every step. They
+    convert as numpy does what the engines' checks pass (a real number: its float; a flag: its truth) and refuse
+    with TypeError what numpy would coerce (a string of digits, None as a reward: numpy stores NaN)."""
+    return tuple(memoryview(array) for array in arrays)  # type: ignore[arg-type]

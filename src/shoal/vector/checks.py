@@ -85,9 +85,12 @@ def _(space: spaces.Box, value: Any, n: int, where: str) -> np.ndarray:
 
 @check_batch.register
 def _(space: spaces.Discrete, value: Any, n: int, where: str) -> np.ndarray:
-    array = _as_array(value, where)
-    _check_integers(array, where)
-    _check_shape(array, (n,), where)
+    if type(value) is np.ndarray and value.dtype.kind in _INTEGER_KINDS and value.shape == (n,):
+        array = value  # every step's case: what the three checks below would pass, without their calls
+    else:
+        array = _as_array(value, where)
+        _check_integers(array, where)
+        _check_shape(array, (n,), where)
     low, high = int(space.start), int(space.start + space.n - 1)
     if 0 < n <= _SHORT:  # the per-step case: Python's min/max of a short list beat two numpy reductions
         values = array.tolist()

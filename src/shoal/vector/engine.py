@@ -155,6 +155,17 @@ class Engine(ABC):
         self.autoreset_mode = AutoresetMode(autoreset_mode)
         self._run_ids = np.arange(0)  # see _run
         self._run_at: slice | np.ndarray = slice(0)
+        self._run_list: list[int] = []
+        # What this engine knows of its rows without reading them (each step would otherwise pay a numpy call for
+        # each; kept per group's ids array, which comes back every step, as for _run): no env of ``_clean`` needs a
+        # reset (none is marked in ``needs_reset``: any write of a mark forgets it), and every env of ``_one_taken``
+        # has ``steps_taken`` 1 (any other write there forgets it)
+        self._clean: np.ndarray | None = None
+        self._one_taken: np.ndarray | None = None
+        self._quiet = False
+        """Set by a :meth:`_step_envs` that saw no env of its batch return ``terminated`` or ``truncated``, so that
+        :meth:`step` need not read the flags back to know that no episode ended (only for an engine whose
+        :meth:`_episode_over` is the default, or never more than the flags)."""
         self.loose_obs: dict[int, tuple] = {}
         """Where an engine puts the loose leaves of the observations it writes (by env id): they go back with the
         answer (:class:`LooseObs`). Empty unless the observation space has leaves without a fixed size."""
@@ -228,8 +239,14 @@ class Engine(ABC):
         """:func:`run_of` ``ids``, kept for the array last asked about: a group's ids array comes back every step, and
         a step asks about it four times."""
         if ids is not self._run_ids:
-            self._run_ids, self._run_at = ids, run_of(ids)
+            self._run_ids, self._run_at, self._run_list = ids, run_of(ids), ids.tolist()
         return self._run_at
+
+    def _listed(self, ids: np.ndarray) -> list[int]:
+        """``ids.tolist()``, kept as :meth:`_run` keeps its slice."""
+        if ids is not self._run_ids:
+            self._run(ids)
+        return self._run_list
 
     def call(self, ids: np.ndarray, name: str, args: tuple, kwargs: dict) -> list[Any]:
         raise NotImplementedError(f"{type(self).__name__} does not support call({name!r})")
@@ -287,6 +304,7 @@ class Engine(ABC):
         b.settle(ids)
         b.rewards[at] = 0.0  # an async batch may hand out a reset env in a later recv(): no stale reward
         b.steps_taken[at] = 0
+        self._one_taken = None
         b.terminations[at] = False
         b.truncations[at] = False
         b.needs_reset[at] = False
@@ -303,18 +321,22 @@ class Engine(ABC):
         batch: Any = b.actions[at] if actions is None else actions
         if loose_actions is not None:  # one value per env
             batch = [b.spec.action.item(batch, j, loose) for j, loose in enumerate(loose_actions)]
+        self._quiet = False
         ended = self._ended(ids)
         if ended is None:
-            b.steps_taken[at] = 1
+            if ids is not self._one_taken:
+                b.steps_taken[at] = 1
+                self._one_taken = ids
             infos = self._step_envs(ids, batch)
         elif np.count_nonzero(ended) == len(ended):  # every env of the group autoresets: no step at all
             return self._settle_reset(ids, self._autoreset_envs(ids))
         else:  # the whole group in one call, not the resets then the rest: a subset of a group is not a slice.
             # _finish sets needs_reset from the flags the step wrote
             b.steps_taken[at] = ~ended
+            self._one_taken = None
             infos = self._advance_envs(ids, batch, ended)
         b.settle(ids)
-        return self._finish(ids, infos)
+        return self._finish(ids, infos, self._quiet)
 
     def step_sequences(self, ids: np.ndarray, seqs: Sequences) -> InfoEntries:
         """Each env runs its own action sequence, stopping early when its episode ends.
@@ -326,6 +348,7 @@ class Engine(ABC):
         summed = [b.rewards] + [b.extras[name] for name in self.discounted_extras]
         lengths = np.diff(seqs.offsets)
         b.steps_taken[ids] = 0
+        self._one_taken = None
         skipped = ids[lengths == 0]
         b.carry(skipped)
         for array in summed:
@@ -373,6 +396,8 @@ class Engine(ABC):
     def _ended(self, ids: np.ndarray) -> np.ndarray | None:
         """Which of ``ids`` autoreset now, their episode having ended last call (next-step mode); None when none does.
         With autoreset disabled, an ended env is an error."""
+        if ids is self._clean:
+            return None
         ended = self.buffers.needs_reset[self._run(ids)]
         if not np.count_nonzero(ended):  # not .any(): on a few envs, that reduction costs three times as much
             return None
@@ -385,12 +410,19 @@ class Engine(ABC):
             return None
         return ended.copy()  # the resets clear needs_reset
 
-    def _finish(self, ids: np.ndarray, step_infos: list[dict]) -> InfoEntries:
-        """After stepping ``ids``: mark ended episodes and, in same-step mode, reset them right away."""
+    def _finish(self, ids: np.ndarray, step_infos: list[dict], quiet: bool = False) -> InfoEntries:
+        """After stepping ``ids``: mark ended episodes and, in same-step mode, reset them right away. ``quiet``: no
+        env of ``ids`` returned either flag (:attr:`_quiet`)."""
         b = self.buffers
-        ended = self._episode_over(ids)
+        ended = None if quiet else self._episode_over(ids)
+        if ended is None or not np.count_nonzero(ended):
+            if ids is not self._clean:
+                b.needs_reset[self._run(ids)] = False
+                self._clean = ids
+            return [(i, info) for i, info in zip(self._listed(ids), step_infos) if info] if any(step_infos) else []
+        self._clean = None
         b.needs_reset[self._run(ids)] = ended
-        if self.autoreset_mode is not AutoresetMode.SAME_STEP or not np.count_nonzero(ended):
+        if self.autoreset_mode is not AutoresetMode.SAME_STEP:
             return [(i, info) for i, info in zip(ids.tolist(), step_infos) if info] if any(step_infos) else []
         done, overs = ids[ended], ended.tolist()
         ended_infos = [info for info, over in zip(step_infos, overs) if over]  # empty when step_infos is

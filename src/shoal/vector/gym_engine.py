@@ -13,7 +13,7 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.spaces.utils import is_space_dtype_shape_equiv
 
 from shoal.errors import ConfigError, SpaceMismatchError
-from shoal.vector.buffers import Buffers
+from shoal.vector.buffers import Buffers, item_writers
 from shoal.vector.engine import Engine, blame, env_error
 from shoal.vector.outputs import Rejected, check_flag, check_reward, observation_check, rejected
 
@@ -90,6 +90,7 @@ class GymEngine(Engine):
         self._obs = buffers.spec.obs
         self._action = buffers.spec.action
         self._write_obs = self._obs.row_writer(buffers.obs, self.loose_obs)
+        self._scalars = item_writers(buffers.rewards, buffers.terminations, buffers.truncations)
         self._check_obs = observation_check(self._obs)
         self._finals: dict[int, Any] = {}  # the observation each env returned when its episode ended (same-step)
         self._unchecked = set(env_ids)  # envs whose next step's results get the full checks: each env's first step
@@ -163,14 +164,16 @@ class GymEngine(Engine):
         # step cost a cheap env ~4% (CartPole); reset observations are tested that way (_reset).
         b = self.buffers
         envs, first = self.envs, self.env_ids.start
-        write_obs, rewards, terms, truncs = self._write_obs, b.rewards, b.terminations, b.truncations
+        write_obs, (rewards, terms, truncs) = self._write_obs, self._scalars
         unchecked = self._unchecked or None  # None once every env has had its first step: no lookup per env
         finals = self._finals if self.autoreset_mode is AutoresetMode.SAME_STEP else None
         if self._action.structured and isinstance(actions, np.ndarray):
             actions = [self._action.item(actions, row) for row in range(len(ids))]
         overs = repeat(False) if ended is None else ended.tolist()
+        listed, targets = self._listed(ids), b.target_rows(ids)
         infos = []
-        for env_id, row, action, over in zip(ids.tolist(), b.target_rows(ids).tolist(), actions, overs):
+        flagged = False
+        for env_id, row, action, over in zip(listed, listed if targets is ids else targets.tolist(), actions, overs):
             if over:  # the autoreset: a reset with no seed or options is this env's whole step
                 infos.append(self._reset(env_id, row, None, None))
                 rewards[env_id] = 0.0
@@ -190,9 +193,12 @@ class GymEngine(Engine):
             except Exception as exc:  # what the fast test let through and numpy refused: say which env and why
                 self._check_step(env_id, obs, reward, terminated, truncated, info)
                 raise env_error(env_id, exc) from exc
-            if finals is not None and (terminated or truncated):
-                finals[env_id] = obs
+            if terminated or truncated:
+                flagged = True
+                if finals is not None:
+                    finals[env_id] = obs
             infos.append(info)
+        self._quiet = not flagged
         return infos
 
     def _final_obs(self, ids: np.ndarray) -> list[Any]:

@@ -35,13 +35,30 @@ class SerialTransport(Transport):
             self._run(group, self.engines[group].execute, command)
 
     def step(self, groups: Sequence[int], own_actions: np.ndarray | None = None) -> None:
-        for group in groups:  # no Command per group: the hot path
-            run, ids = self.engines[group].run_step, self.group_ids[group]
-            if own_actions is None:
-                self._run(group, run, ids)
-            else:
-                rows = self.groups[group]
-                self._run(group, run, ids, own_actions[rows.start : rows.stop])
+        engines, group_ids, answers = self.engines, self.group_ids, self._answers
+        for group in groups:  # no Command per group, and answer_of written out: the hot path
+            rows = self.groups[group]
+            try:
+                answers[group] = True, engines[group].run_step(
+                    group_ids[group], None if own_actions is None else own_actions[rows.start : rows.stop]
+                )
+            except Exception as exc:
+                answers[group] = False, exc
+
+    def collect(
+        self,
+        groups: Sequence[int],
+        timeout: float | None = None,
+        keep: bool = False,
+        arrived: Callable[[int], None] | None = None,
+    ) -> list[tuple[int, Any]]:
+        if keep or len(groups) != 1:
+            return super().collect(groups, timeout, keep, arrived)
+        (group,) = groups  # every synchronous step of the serial backend: one group
+        ok, value = self._answers.pop(group)
+        if not ok:
+            raise value
+        return [(group, value)]
 
     def _run(self, group: int, run: Callable[..., Any], *arguments: Any) -> None:
         """``run(*arguments)`` for ``group``; its answer (or error) waits for :meth:`gather`."""

@@ -32,8 +32,9 @@ BAD_STEPS = [
 ]
 
 
-EVERY_STEP = {"obs_none", "reward_none", "reward_array", "reward_str"}  # caught on any step; the rest on each env's
-# first (a reward numpy would coerce, a string, is refused where the reward is written)
+# Caught on any step; the rest on each env's first. A string reward, which numpy would coerce, is refused where the
+# reward is written
+EVERY_STEP = {"obs_none", "reward_none", "reward_array", "reward_str"}
 
 
 def _fns(kind, at):

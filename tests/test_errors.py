@@ -244,3 +244,30 @@ def test_negative_small_integer_actions_are_caught_when_the_range_is_wider_than_
     actions[-1] = -1
     with pytest.raises(errors.ActionError, match=rf"action -1 at index \({n - 1},\) is outside \[0, 399\]"):
         check_batch(spaces.Discrete(400), actions, n, "actions")
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        pytest.param(lambda: _cartpole(2), id="serial"),
+        pytest.param(lambda: shoal.make("CartPole-v1", 2, num_workers=2), id="multiprocessing"),
+        pytest.param(lambda: shoal.make("CartPole-v1", 2, backend="ray", num_workers=2), id="ray",
+                     marks=pytest.mark.ray),
+        pytest.param(lambda: shoal.AtariVectorEnv(games=["pong"] * 2, backend="serial"), id="atari"),
+        pytest.param(lambda: shoal.make("shoal/Multiagent-v0", 2, backend="serial"), id="agents-as-rows"),
+    ],
+)
+def test_a_vector_env_refuses_to_be_pickled_or_copied_and_stays_usable(make):
+    """A copy could own none of the workers, Ray actors and shared memory (a shallow one shared them: closing either
+    broke both); pickle used to fail deep inside on a function it could not find by name, and deepcopy on an mmap."""
+    import copy
+    import pickle
+
+    import cloudpickle
+
+    with make() as envs:
+        envs.reset(seed=0)
+        for how in (pickle.dumps, cloudpickle.dumps, copy.copy, copy.deepcopy, lambda e: cloudpickle.dumps(e.step)):
+            with pytest.raises(errors.UnpicklableError, match=r"cannot be pickled or copied: it owns its worker"):
+                how(envs)
+        envs.step(np.zeros(envs.num_envs, np.int64))

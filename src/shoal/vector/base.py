@@ -24,6 +24,7 @@ from shoal.errors import (
     NotResetError,
     ResetArgumentError,
     ResetNeededError,
+    UnpicklableError,
     WaitTimeoutError,
 )
 from shoal.spaces import Layout
@@ -659,6 +660,15 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):  # type: ignore[misc]
 
     def __exit__(self, *args: Any) -> None:
         self.close()
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        """Refused (pickle, ``copy.copy``, ``copy.deepcopy``): a vector env owns its workers, Ray actors and shared
+        memory, which no copy could share or own. Without this, pickle failed deep inside on a function it could not
+        find by name, and a Ray task or a closure that captured the env said nothing of why."""
+        raise UnpicklableError(
+            f"a shoal vector env ({type(self).__name__}) cannot be pickled or copied: it owns its worker processes "
+            f"and shared memory. Pass what makes it instead (shoal.make's arguments) and make it where it is used"
+        )
 
     # -- helpers -----------------------------------------------------------------------------------------------------
 

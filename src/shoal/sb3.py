@@ -108,22 +108,26 @@ class VecEnv(_SB3VecEnv):
         final_obs, final_info = info.pop("final_obs", None), info.pop("final_info", None)
         ended = info.pop("_final_obs", None)
         info.pop("_final_info", None)
-        infos = unbatch(info, self.num_envs)
-        if np.count_nonzero(dones):  # (not .any(): on a few envs that reduction costs three times as much)
-            finals = unbatch(final_info or {}, self.num_envs)
-            for i in np.flatnonzero(dones).tolist():
+        # SB3's keys in SB3's order: the env's own, then TimeLimit.truncated, then a done env's terminal_observation
+        cuts = (truncated & ~terminated).tolist()
+        infos = unbatch(info, self.num_envs, cuts)
+        done = dones.tolist()
+        if True in done:  # (a list: on a few envs numpy's reductions cost more than the whole test)
+            finals = unbatch(final_info or {}, self.num_envs, cuts)
+            for i, over in enumerate(done):
+                if not over:
+                    continue
                 if ended is None or not ended[i]:  # a multi-agent padding row (its agent is absent): no reset
                     infos[i]["terminal_observation"] = _row(obs, i)
                     continue
                 self.reset_infos[i] = infos[i]  # what came with the row after the reset: its reset info
+                del self.reset_infos[i]["TimeLimit.truncated"]  # (a step's key, set on every row above)
                 infos[i] = finals[i]
                 # a copy, as SB3's DummyVecEnv hands out (it deep-copies its infos): wrappers such as VecFrameStack
                 # rewrite it in place, and it may be the very object the env keeps (a serial env's own observation)
                 last = final_obs[i]
                 plain = type(last) is np.ndarray and last.dtype != object  # (its copy is whole: the common case)
                 infos[i]["terminal_observation"] = last.copy() if plain else copy.deepcopy(last)
-        for entry, cut in zip(infos, (truncated & ~terminated).tolist()):
-            entry["TimeLimit.truncated"] = cut
         return obs, reward.astype(np.float32), dones, infos
 
     def close(self) -> None:
@@ -217,8 +221,11 @@ def _row(batch: Any, i: int) -> Any:
     return batch[i]
 
 
-def unbatch(info: dict[str, Any], n: int) -> list[dict[str, Any]]:
-    """Gymnasium's vector info (arrays with ``_key`` masks) as one dict per env, the form SB3 uses."""
+def unbatch(info: dict[str, Any], n: int, cuts: list[bool] | None = None) -> list[dict[str, Any]]:
+    """Gymnasium's vector info (arrays with ``_key`` masks) as one dict per env, the form SB3 uses; with ``cuts``
+    (one bool per env), each dict ends with SB3's ``TimeLimit.truncated`` set to its env's."""
+    if cuts is not None and not info:  # the usual step: no info entries
+        return [{"TimeLimit.truncated": cut} for cut in cuts]
     out: list[dict[str, Any]] = [{} for _ in range(n)]
     for key, value in info.items():
         if key.startswith("_"):
@@ -232,4 +239,7 @@ def unbatch(info: dict[str, Any], n: int) -> list[dict[str, Any]]:
         else:
             for i in rows:
                 out[i][key] = value[i]
+    if cuts is not None:
+        for entry, cut in zip(out, cuts):
+            entry["TimeLimit.truncated"] = cut
     return out

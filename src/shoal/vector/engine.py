@@ -308,7 +308,7 @@ class Engine(ABC):
         b.terminations[at] = False
         b.truncations[at] = False
         b.needs_reset[at] = False
-        return [(i, info) for i, info in zip(ids.tolist(), infos) if info] if any(infos) else []
+        return _entries(ids.tolist(), infos)
 
     def step(
         self, ids: np.ndarray, loose_actions: Sequence[tuple] | None = None, actions: np.ndarray | None = None
@@ -419,11 +419,11 @@ class Engine(ABC):
             if ids is not self._clean:
                 b.needs_reset[self._run(ids)] = False
                 self._clean = ids
-            return [(i, info) for i, info in zip(self._listed(ids), step_infos) if info] if any(step_infos) else []
+            return _entries(self._listed(ids), step_infos)
         self._clean = None
         b.needs_reset[self._run(ids)] = ended
         if self.autoreset_mode is not AutoresetMode.SAME_STEP:
-            return [(i, info) for i, info in zip(ids.tolist(), step_infos) if info] if any(step_infos) else []
+            return _entries(self._listed(ids), step_infos)
         done, overs = ids[ended], ended.tolist()
         ended_infos = [info for info, over in zip(step_infos, overs) if over]  # empty when step_infos is
         finals = Finals(done, self._final_obs(done), self._final_infos(done, ended_infos))  # before the resets
@@ -444,6 +444,11 @@ class Engine(ABC):
             if info:
                 entries.append((env_id, info))
         return entries
+
+
+def _entries(ids: list[int], infos: list[dict]) -> InfoEntries:
+    """The info entries of envs ``ids`` whose info (one per env, or an empty list: none has any) is not empty."""
+    return [(i, info) for i, info in zip(ids, infos) if info] if any(infos) else []
 
 
 def run_of(ids: np.ndarray) -> slice | np.ndarray:

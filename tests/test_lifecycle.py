@@ -355,8 +355,8 @@ def test_ctrl_c_at_any_bytecode_of_a_steps_send_and_receive_leaves_the_env_curre
         envs.reset(seed=0)
         transport = type(envs._transport)
         gathering = transport.collect if "collect" in vars(transport) else transport.gather  # (serial: no gather)
-        functions = [VectorEnv.step, VectorEnv.send, VectorEnv._dispatch_step, VectorEnv.recv, VectorEnv._receive,
-                     VectorEnv._sendable, transport.step, gathering]
+        functions = [VectorEnv.step, VectorEnv.send, VectorEnv._dispatch_step, VectorEnv.recv, VectorEnv._recv_parts,
+                     VectorEnv._receive, VectorEnv._sendable, transport.step, gathering]
         if hosting == "ray":  # every step is a message each way: queued, owed and written; peeked, read, skipped
             functions += [transport._send, Channel.queue, Channel.flush, transport._wait, transport._read,
                           Channel.peek, Channel.skip]
@@ -400,7 +400,8 @@ def test_ctrl_c_at_any_bytecode_of_a_reset_or_a_call_leaves_the_env_current(host
             obs, *_ = envs.step(actions)
             assert_current(envs, obs, actions)
 
-        resets = [VectorEnv.reset, VectorEnv.reset.__wrapped__, VectorEnv.reset_async, VectorEnv.reset_wait]
+        resets = [VectorEnv.reset, VectorEnv.reset.__wrapped__, VectorEnv.reset_async, VectorEnv.reset_wait,
+                  VectorEnv._reset_wait_parts]
         calls = [VectorEnv.call, VectorEnv.call.__wrapped__, VectorEnv._run_everywhere, VectorEnv.call_wait,
                  VectorEnv._quiesce_for_call]
         if hosting == "ray":  # the commands' way to a node: queued, owed, written
@@ -479,7 +480,7 @@ def test_ctrl_c_at_any_bytecode_of_an_asynchronous_step_loses_no_env(hosting, pa
             own = [VectorEnv.send, VectorEnv._dispatch_step]
         elif part == "recv":
             functions = [transport.gather_any, Transport._first_stored]
-            own = [VectorEnv.recv, VectorEnv._receive, VectorEnv._hand_out]
+            own = [VectorEnv.recv, VectorEnv._recv_parts, VectorEnv._receive, VectorEnv._hand_out]
         else:
             functions = [Transport.collect, transport.gather, Transport._stored, Transport.release]
             own = [VectorEnv.get_attr, VectorEnv.get_attr.__wrapped__, VectorEnv._run_everywhere,

@@ -177,6 +177,86 @@ def test_a_wrapper_that_rewrites_terminal_observations_leaves_the_env_alone(buil
     envs.close()
 
 
+class KeepsItsInfo(gym.Env):
+    """Returns the info dict it keeps from every step of an episode, its arrays updated in place (``count``: 1 a
+    reset or step; ``moves``: the actions taken); a new one from each reset. Truncated every 4 steps."""
+
+    observation_space = gym.spaces.Box(0, 10, (1,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self):
+        self.count = 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t, self.count = 0, self.count + 1
+        self.info = {"count": np.array([self.count]), "nested": {"moves": np.zeros(2, np.int64)}}
+        return np.zeros(1, np.float32), self.info
+
+    def step(self, action):
+        self.t, self.count = self.t + 1, self.count + 1
+        self.info["count"][0] = self.count
+        self.info["nested"]["moves"][action] += 1
+        return np.full(1, self.t, np.float32), 1.0, False, self.t == 4, self.info
+
+
+@pytest.mark.parametrize("build", ["VecEnv serial", "VecEnv mp", "DummyVecEnv"])
+def test_infos_are_each_steps_own_when_the_env_keeps_one_dict(build):
+    # SB3's DummyVecEnv deep-copies the infos it hands out; shoal copies what Gymnasium's vector form would (arrays,
+    # dicts). An info that is the env's own dict would change under the caller at the next reset or step
+    envs = BUILDS[build]([KeepsItsInfo, KeepsItsInfo])
+    envs.reset()
+    steps, resets = [], {}
+    for t in range(1, 10):
+        _, _, dones, infos = envs.step(np.array([t % 2, 1]))
+        steps.append(infos)
+        for i in np.flatnonzero(dones):
+            resets[t, i] = envs.reset_infos[i]
+    # the count after step t: the first reset, t steps and a reset after every 4th step
+    assert [info[0]["count"].tolist() for info in steps] == [[1 + t + (t - 1) // 4] for t in range(1, 10)]
+    assert [info[0]["nested"]["moves"].tolist() for info in steps][3:5] == [[2, 2], [0, 1]]
+    assert [info[1]["nested"]["moves"].tolist() for info in steps][3:5] == [[0, 4], [0, 1]]
+    assert {k: r["count"].tolist() for k, r in resets.items()} == {(4, 0): [6], (4, 1): [6], (8, 0): [11], (8, 1): [11]}
+    assert [sorted(info[0]) for info in steps[3:5]] == [
+        ["TimeLimit.truncated", "count", "nested", "terminal_observation"], ["TimeLimit.truncated", "count", "nested"]
+    ]
+    if build == "DummyVecEnv":  # nothing was written into the env's own dict
+        assert sorted(envs.envs[0].info) == ["count", "nested"]
+    envs.close()
+
+
+def test_the_ale_py_drop_in_in_same_step_mode_hands_sb3_its_final_observations():
+    # shoal.ale_py's AtariVectorEnv reports final observations in ale-py's form (a dense array, no mask); the adapter
+    # reads them from the step itself, so each done env's terminal_observation is the last frame of its episode
+    from gymnasium.vector import AutoresetMode
+
+    import shoal.ale_py
+
+    def make():
+        return shoal.ale_py.AtariVectorEnv(
+            "breakout", 2, autoreset_mode=AutoresetMode.SAME_STEP, max_num_frames_per_episode=60, backend="serial"
+        )
+
+    envs, ref = shoal.sb3.VecEnv(make()), make()
+    envs.seed(1)
+    assert_same(envs.reset(), ref.reset(seed=[1, 2])[0])
+    ends = 0
+    for t in range(40):
+        actions = np.array([1, 3])
+        obs, rewards, dones, infos = envs.step(actions)
+        want_obs, want_rewards, terminated, truncated, want = ref.step(actions)
+        assert_same(obs, want_obs, f"obs at step {t}")
+        np.testing.assert_array_equal(dones, terminated | truncated)
+        for i in np.flatnonzero(dones):
+            assert_same(infos[i]["terminal_observation"], want["final_obs"][i], f"env {i} at step {t}")
+            assert not np.array_equal(infos[i]["terminal_observation"], obs[i])  # not the new episode's first
+            assert infos[i]["TimeLimit.truncated"] == bool(truncated[i])
+            ends += 1
+    assert ends >= 4
+    envs.close()
+    ref.close()
+
+
 def test_ppo_trains_on_shoal():
     from stable_baselines3 import PPO
 

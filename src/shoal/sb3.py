@@ -24,7 +24,8 @@ Needs ``pip install "shoal[sb3]"`` (with PyTorch installed first, or pip pulls i
 from __future__ import annotations
 
 import copy
-from typing import Any, Callable, Sequence
+from itertools import repeat
+from typing import Any, Callable, Iterable, Sequence
 
 import gymnasium as gym
 import numpy as np
@@ -34,6 +35,7 @@ from gymnasium.vector.utils import concatenate, create_empty_array
 
 from shoal.errors import ActionError, ConfigError, MissingDependencyError
 from shoal.spaces import FIXED_LEAVES
+from shoal.vector.infos import Finals, InfoParts
 
 try:
     from stable_baselines3.common.vec_env import VecEnv as _SB3VecEnv
@@ -81,15 +83,15 @@ class VecEnv(_SB3VecEnv):
             else:
                 same.append(i)
         if len(parts) == 1:
-            obs, info = self.venv_shoal.reset(seed=seeds, options=dict(parts[0][0]) or None)
-            self.reset_infos = unbatch(info, n)
+            obs, info = self.venv_shoal._reset_parts(seed=seeds, options=dict(parts[0][0]) or None)
+            self.reset_infos, _ = per_env(info, n, self.venv_shoal._records)
         else:  # envs with different options: a partial reset of each set (its reset_mask), in turn
             self.reset_infos = [{} for _ in range(n)]
             for options, ids in parts:
                 mask = np.zeros(n, np.bool_)
                 mask[ids] = True
-                obs, info = self.venv_shoal.reset(seed=seeds, options={**options, "reset_mask": mask})
-                infos = unbatch(info, n)
+                obs, info = self.venv_shoal._reset_parts(seed=seeds, options={**options, "reset_mask": mask})
+                infos, _ = per_env(info, n, self.venv_shoal._records)
                 for i in ids:
                     self.reset_infos[i] = infos[i]
         self._reset_seeds()
@@ -103,31 +105,28 @@ class VecEnv(_SB3VecEnv):
         self.venv_shoal.send(actions)
 
     def step_wait(self) -> tuple[Any, np.ndarray, np.ndarray, list[dict]]:
-        obs, reward, terminated, truncated, info = self.venv_shoal.recv()
+        # the infos as they came, not in Gymnasium's vector form (which this would take apart again)
+        obs, reward, terminated, truncated, parts = self.venv_shoal._recv_parts()
         dones = terminated | truncated
-        final_obs, final_info = info.pop("final_obs", None), info.pop("final_info", None)
-        ended = info.pop("_final_obs", None)
-        info.pop("_final_info", None)
-        # SB3's keys in SB3's order: the env's own, then TimeLimit.truncated, then a done env's terminal_observation
         cuts = (truncated & ~terminated).tolist()
-        infos = unbatch(info, self.num_envs, cuts)
+        infos, finals = per_env(parts, self.num_envs, self.venv_shoal._records)
+        # SB3's keys in SB3's order: the env's own, then TimeLimit.truncated, then a done env's terminal_observation
+        for info, cut in zip(infos, cuts):
+            info["TimeLimit.truncated"] = cut
+        for i, (last, final) in finals.items():  # the envs reset this step
+            self.reset_infos[i] = infos[i]  # what came with the row after the reset: its reset info
+            del infos[i]["TimeLimit.truncated"]  # (a step's key)
+            final["TimeLimit.truncated"] = cuts[i]
+            # a copy, as SB3's DummyVecEnv hands out (it deep-copies its infos): wrappers such as VecFrameStack
+            # rewrite it in place, and it may be the very object the env keeps (a serial env's own observation)
+            plain = type(last) is np.ndarray and last.dtype != object  # (its copy is whole: the common case)
+            final["terminal_observation"] = last.copy() if plain else copy.deepcopy(last)
+            infos[i] = final
         done = dones.tolist()
-        if True in done:  # (a list: on a few envs numpy's reductions cost more than the whole test)
-            finals = unbatch(final_info or {}, self.num_envs, cuts)
-            for i, over in enumerate(done):
-                if not over:
-                    continue
-                if ended is None or not ended[i]:  # a multi-agent padding row (its agent is absent): no reset
+        if len(finals) < done.count(True):  # (a list: on a few envs numpy's reductions cost more than the whole test)
+            for i, over in enumerate(done):  # a multi-agent padding row (its agent is absent) ends without a reset
+                if over and i not in finals:
                     infos[i]["terminal_observation"] = _row(obs, i)
-                    continue
-                self.reset_infos[i] = infos[i]  # what came with the row after the reset: its reset info
-                del self.reset_infos[i]["TimeLimit.truncated"]  # (a step's key, set on every row above)
-                infos[i] = finals[i]
-                # a copy, as SB3's DummyVecEnv hands out (it deep-copies its infos): wrappers such as VecFrameStack
-                # rewrite it in place, and it may be the very object the env keeps (a serial env's own observation)
-                last = final_obs[i]
-                plain = type(last) is np.ndarray and last.dtype != object  # (its copy is whole: the common case)
-                infos[i]["terminal_observation"] = last.copy() if plain else copy.deepcopy(last)
         return obs, reward.astype(np.float32), dones, infos
 
     def close(self) -> None:
@@ -221,25 +220,38 @@ def _row(batch: Any, i: int) -> Any:
     return batch[i]
 
 
-def unbatch(info: dict[str, Any], n: int, cuts: list[bool] | None = None) -> list[dict[str, Any]]:
-    """Gymnasium's vector info (arrays with ``_key`` masks) as one dict per env, the form SB3 uses; with ``cuts``
-    (one bool per env), each dict ends with SB3's ``TimeLimit.truncated`` set to its env's."""
-    if cuts is not None and not info:  # the usual step: no info entries
-        return [{"TimeLimit.truncated": cut} for cut in cuts]
-    out: list[dict[str, Any]] = [{} for _ in range(n)]
-    for key, value in info.items():
-        if key.startswith("_"):
-            continue
-        mask = info.get(f"_{key}")
-        rows = range(n) if mask is None else np.flatnonzero(mask).tolist()
-        if isinstance(value, dict):
-            for i, sub in enumerate(unbatch(value, n)):
-                if i in rows:
-                    out[i][key] = sub
+def per_env(
+    parts: InfoParts, n: int, records: Callable[[np.ndarray], Iterable[Any]]
+) -> tuple[list[dict[str, Any]], dict[int, tuple[Any, dict[str, Any]]]]:
+    """A synchronous batch's infos (all ``n`` envs) in SB3's form: one dict per env (its entry's info, then its row
+    of each info array), and by env, each ended episode's final observation and the info of its last step.
+    ``records``: reads final observations sent as records one by one.
+
+    Values are copied where Gymnasium's vector form would have copied them (arrays, nested dicts): a serial env's
+    info may be the very dict it keeps."""
+    infos: list[dict[str, Any]] = [{} for _ in range(n)]
+    finals: dict[int, tuple[Any, dict[str, Any]]] = {}
+    for entry in parts.entries:
+        if isinstance(entry, Finals):
+            obs = entry.obs
+            assert obs is not None, "final observations left in the buffers"
+            values = obs if isinstance(obs, list) else records(obs)
+            for env, last, info in zip(entry.ids.tolist(), values, entry.infos or repeat({})):
+                finals[env] = last, _own(info)
         else:
-            for i in rows:
-                out[i][key] = value[i]
-    if cuts is not None:
-        for entry, cut in zip(out, cuts):
-            entry["TimeLimit.truncated"] = cut
-    return out
+            env, info = entry
+            infos[env].update(_own(info))
+    for key, array in parts.arrays.items():
+        for i, info in enumerate(infos):
+            info[key] = array[i]
+    return infos, finals
+
+
+def _own(info: dict[str, Any]) -> dict[str, Any]:
+    """A new dict of ``info``'s values, arrays copied and dicts made anew (what Gymnasium's vector form copies)."""
+    if not info:
+        return {}
+    return {
+        key: value.copy() if isinstance(value, np.ndarray) else _own(value) if isinstance(value, dict) else value
+        for key, value in info.items()
+    }

@@ -41,7 +41,7 @@ from shoal.vector.checks import (
 )
 from shoal.vector.copies import SPLIT_FROM, SplitCopies, copy_out
 from shoal.vector.engine import Command, LooseObs, Op, Sequences
-from shoal.vector.infos import merge_infos
+from shoal.vector.infos import InfoParts, merge_infos
 from shoal.vector.load import BUSY, ShareCost, choose_workers, other_runnable
 from shoal.vector.state import AsyncState, check_idle, check_timeout, check_waiting, whole
 from shoal.vector.transport import EngineFactory, Transport
@@ -329,6 +329,14 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):  # type: ignore[misc]
         self.reset_async(seed=seed, options=options)
         return self.reset_wait()
 
+    @whole
+    def _reset_parts(
+        self, seed: int | Sequence[int | None] | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, InfoParts]:
+        """:meth:`reset` with its infos as they came (for an adapter that hands them out per env)."""
+        self.reset_async(seed=seed, options=options)
+        return self._reset_wait_parts()
+
     def reset_async(
         self, seed: int | Sequence[int | None] | None = None, options: dict[str, Any] | None = None
     ) -> None:
@@ -376,6 +384,10 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):  # type: ignore[misc]
         ``timeout``: seconds to wait at most; past it, :class:`~shoal.errors.WaitTimeoutError` (a
         ``multiprocessing.TimeoutError``) is raised and the reset goes on: call ``reset_wait`` again to collect it.
         """
+        obs, parts = self._reset_wait_parts(timeout)
+        return obs, self._merged(parts)
+
+    def _reset_wait_parts(self, timeout: float | None = None) -> tuple[Any, InfoParts]:
         check_timeout(timeout)
         self._check_waiting(AsyncState.WAITING_RESET, "reset_wait")
         groups, full = self._reset_request
@@ -392,8 +404,8 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):  # type: ignore[misc]
         self._state, self._interrupted, self._handout = AsyncState.DEFAULT, False, None
         if self.is_async:
             ids, rows = self._held_ids, self._held_rows
-            return self._observations(rows), self._infos(answers, ids, rows)
-        return self._observations(_ALL), self._infos(answers, None, _ALL)
+            return self._observations(rows), self._info_parts(answers, ids, rows)
+        return self._observations(_ALL), self._info_parts(answers, None, _ALL)
 
     # -- step --------------------------------------------------------------------------------------------------------
 
@@ -519,6 +531,11 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):  # type: ignore[misc]
         ``timeout``: seconds to wait at most; past it, :class:`~shoal.errors.WaitTimeoutError` (a
         ``multiprocessing.TimeoutError``) is raised and the step goes on: call ``recv`` again to collect it.
         """
+        obs, rewards, terminations, truncations, parts = self._recv_parts(timeout)
+        return obs, rewards, terminations, truncations, self._merged(parts)
+
+    def _recv_parts(self, timeout: float | None = None) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, InfoParts]:
+        """:meth:`recv` with its infos as they came (for an adapter that hands them out per env)."""
         answers, ids, rows = self._receive(timeout, self._split)
         b = self._buffers
         extras: list[np.ndarray] | None = None
@@ -528,10 +545,10 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):  # type: ignore[misc]
         else:
             obs, rewards = self._observations(rows), _take(b.rewards, rows)
             terminations, truncations = _take(b.terminations, rows), _take(b.truncations, rows)
-        infos = self._infos(answers, ids, rows, extras)
+        parts = self._info_parts(answers, ids, rows, extras)
         if self._used_sequences and self._sequenced(answers):
-            infos["steps_taken"] = _take(b.steps_taken, rows)
-        return obs, rewards, terminations, truncations, infos
+            parts.arrays["steps_taken"] = _take(b.steps_taken, rows)
+        return obs, rewards, terminations, truncations, parts
 
     def _receive(
         self, timeout: float | None = None, split: list[slice] | None = None
@@ -734,25 +751,32 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):  # type: ignore[misc]
             return b.obs[b.obs_rows(np.arange(self.num_envs)[rows])], True
         return b.slot(k)[rows], not isinstance(rows, slice)  # fancy indexing copies
 
-    def _infos(
+    def _info_parts(
         self, answers: list[tuple[int, Any]], ids: np.ndarray | None, rows: Any, extras: list[np.ndarray] | None = None
-    ) -> dict[str, Any]:
+    ) -> InfoParts:
         """The infos of ``answers`` for all envs in order (``ids`` None) or for envs ``ids``, at buffer ``rows``;
         ``extras``: the engine's info arrays, copied out already (in the order of the buffers' ``extras``)."""
         entries = [entry for _, result in answers if result for entry in result]
-        infos: dict[str, Any] = {}
-        if entries:
-            if ids is None:
-                infos = merge_infos(entries, self.num_envs, records=self._records)
-            else:
-                infos = merge_infos(entries, len(ids), {e: r for r, e in enumerate(ids.tolist())}, self._records)
         if extras is None:
             extras = [_take(array, rows) for array in self._buffers.extras.values()]
-        infos.update(zip(self._buffers.extras, extras))
+        arrays = dict(zip(self._buffers.extras, extras))
         if ids is not None:
-            infos["env_id"] = ids.copy()
+            arrays["env_id"] = ids.copy()
         elif self.always_env_id:
-            infos["env_id"] = np.arange(self.num_envs)
+            arrays["env_id"] = np.arange(self.num_envs)
+        return InfoParts(entries, ids, arrays)
+
+    def _merged(self, parts: InfoParts) -> dict[str, Any]:
+        """Infos in Gymnasium's vector form: the entries merged (:func:`~shoal.vector.infos.merge_infos`), then the
+        arrays."""
+        entries, ids, arrays = parts
+        if not entries:
+            return arrays
+        if ids is None:
+            infos = merge_infos(entries, self.num_envs, records=self._records)
+        else:
+            infos = merge_infos(entries, len(ids), {e: r for r, e in enumerate(ids.tolist())}, self._records)
+        infos.update(arrays)
         return infos
 
     def _records(self, batch: np.ndarray) -> Iterable[Any]:

@@ -32,6 +32,18 @@ Entry = Union[tuple[int, dict[str, Any]], Finals]
 """An info entry: one env's info, or the :class:`Finals` of several."""
 
 
+class InfoParts(NamedTuple):
+    """A batch's infos as they came, before :func:`merge_infos` puts them in Gymnasium's vector form: for an adapter
+    that hands them out per env (SB3's ``infos[i]``), which would otherwise take that form apart again."""
+
+    entries: list[Entry]
+    """The envs' info entries, in order."""
+    ids: np.ndarray | None
+    """The batch's envs (None: all, in order; the entries' env ids are then their rows)."""
+    arrays: dict[str, np.ndarray]
+    """Info arrays with a row per env of the batch (an engine's, ``steps_taken``, ``env_id``), each every env's."""
+
+
 def add_info(infos: dict[str, Any], info: dict[str, Any], index: int, size: int) -> dict[str, Any]:
     """Add one env's ``info`` at row ``index`` of the vector ``infos`` (arrays of ``size`` rows); returns ``infos``."""
     for key, value in info.items():

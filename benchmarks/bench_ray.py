@@ -4,8 +4,8 @@
 
 1. One machine: the same vector env, the same workers (one per core), random actions; steps/s of each backend (best
    of ``--rounds``) and the ratio ray / multiprocessing, for an Atari workload (Breakout x 16, 84x84 gray, stack 4,
-   frameskip 4; synchronous, and in asynchronous batches of the first 8 to finish) and a cheap one (CartPole x 64),
-   where the per-step round trip dominates.
+   frameskip 4; synchronous, and in asynchronous batches of the first 8 to finish) and a cheap one (CartPole x 64,
+   synchronous and in batches of the first 32), where the per-step round trip dominates.
 2. A two-node cluster simulated on this machine (Ray's ``cluster_utils.Cluster``: two raylets, one CPU each): a
    sweep of 8 game x seed pairs (``--sweep-steps`` agent steps each, random policy) over both nodes, against the sum
    of its two nodes' shares each run alone on its node (the other one idle). Rates are agent steps over the seconds
@@ -51,10 +51,12 @@ def one_machine(seconds: float, rounds: int) -> None:
         "Breakout x16/8": lambda backend: lambda: shoal.AtariVectorEnv(  # first 8 of 16 to finish
             games=["breakout"] * 16, backend=backend, num_workers=workers, batch_size=8, **SETTINGS),
         "CartPole x64": lambda backend: lambda: shoal.make("CartPole-v1", 64, backend=backend, num_workers=workers),
+        "CartPole x64/32": lambda backend: lambda: shoal.make(  # first 32 of 64 to finish
+            "CartPole-v1", 64, backend=backend, num_workers=workers, batch_size=32),
     }
     for name, make in workloads.items():
         best = {b: max(rate(make(b), seconds) for _ in range(rounds)) for b in ("multiprocessing", "ray")}
-        print(f"{name:14s} multiprocessing {best['multiprocessing']:9,.0f} steps/s   ray {best['ray']:9,.0f} steps/s   "
+        print(f"{name:15s} multiprocessing {best['multiprocessing']:9,.0f} steps/s   ray {best['ray']:9,.0f} steps/s   "
               f"ray / multiprocessing {best['ray'] / best['multiprocessing']:.2f}x", flush=True)
     ray.shutdown()
 

@@ -38,7 +38,7 @@ from shoal.vector import _worker
 from shoal.vector.buffers import BufferSpec
 from shoal.vector.channel import Channel
 from shoal.vector.engine import Command, Op
-from shoal.vector.ray_node import CLOSE, NUMBER, NodeHost, command_request, read_reply, step_request
+from shoal.vector.ray_node import CLOSE, NUMBER, NodeHost, command_request, no_delay, read_reply, step_request
 from shoal.vector.transport import EngineFactory, Transport, messages, pickled, raise_first, timed_out
 
 _CLOSE_GRACE_S = 5.0
@@ -474,6 +474,7 @@ def dial(address: tuple[str, int], authkey: bytes, index: int) -> Connection:
             f"ray://..., outside the cluster's network cannot reach the nodes)"
         ) from exc
     sock.settimeout(None)
+    no_delay(sock)
     conn = Connection(sock.detach())
     if not conn.poll(_START_S):  # the actor accepts (and sends its challenge) once serve() runs
         conn.close()

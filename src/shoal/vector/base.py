@@ -532,7 +532,8 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):  # type: ignore[misc]
         ``multiprocessing.TimeoutError``) is raised and the step goes on: call ``recv`` again to collect it.
         """
         obs, rewards, terminations, truncations, parts = self._recv_parts(timeout)
-        return obs, rewards, terminations, truncations, self._merged(parts)
+        infos = self._merged(parts) if parts.entries else parts.arrays  # (the usual step: no call)
+        return obs, rewards, terminations, truncations, infos
 
     def _recv_parts(self, timeout: float | None = None) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, InfoParts]:
         """:meth:`recv` with its infos as they came (for an adapter that hands them out per env)."""

@@ -246,6 +246,7 @@ def test_the_ale_py_drop_in_in_same_step_mode_hands_sb3_its_final_observations()
         obs, rewards, dones, infos = envs.step(actions)
         want_obs, want_rewards, terminated, truncated, want = ref.step(actions)
         assert_same(obs, want_obs, f"obs at step {t}")
+        np.testing.assert_array_equal(rewards, want_rewards.astype(np.float32))
         np.testing.assert_array_equal(dones, terminated | truncated)
         for i in np.flatnonzero(dones):
             assert_same(infos[i]["terminal_observation"], want["final_obs"][i], f"env {i} at step {t}")

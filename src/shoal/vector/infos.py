@@ -41,7 +41,7 @@ class InfoParts(NamedTuple):
     ids: np.ndarray | None
     """The batch's envs (None: all, in order; the entries' env ids are then their rows)."""
     arrays: dict[str, np.ndarray]
-    """Info arrays with a row per env of the batch (an engine's, ``steps_taken``, ``env_id``), each every env's."""
+    """Info arrays, a row per env of the batch (an engine's, ``steps_taken``, ``env_id``)."""
 
 
 def add_info(infos: dict[str, Any], info: dict[str, Any], index: int, size: int) -> dict[str, Any]:

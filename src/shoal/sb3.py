@@ -111,17 +111,16 @@ class VecEnv(_SB3VecEnv):
         cuts = (truncated & ~terminated).tolist()
         infos, finals = per_env(parts, self.num_envs, self.venv_shoal._records)
         # SB3's keys in SB3's order: the env's own, then TimeLimit.truncated, then a done env's terminal_observation
-        for info, cut in zip(infos, cuts):
-            info["TimeLimit.truncated"] = cut
         for i, (last, final) in finals.items():  # the envs reset this step
             self.reset_infos[i] = infos[i]  # what came with the row after the reset: its reset info
-            del infos[i]["TimeLimit.truncated"]  # (a step's key)
             final["TimeLimit.truncated"] = cuts[i]
             # a copy, as SB3's DummyVecEnv hands out (it deep-copies its infos): wrappers such as VecFrameStack
             # rewrite it in place, and it may be the very object the env keeps (a serial env's own observation)
             plain = type(last) is np.ndarray and last.dtype != object  # (its copy is whole: the common case)
             final["terminal_observation"] = last.copy() if plain else copy.deepcopy(last)
             infos[i] = final
+        for info, cut in zip(infos, cuts):  # (a final info has the key already: it stays where it is)
+            info["TimeLimit.truncated"] = cut
         done = dones.tolist()
         if len(finals) < done.count(True):  # (a list: on a few envs numpy's reductions cost more than the whole test)
             for i, over in enumerate(done):  # a multi-agent padding row (its agent is absent) ends without a reset

@@ -1,16 +1,18 @@
 """The cost of Ray against multiprocessing, and of a sweep spread over a (simulated) Ray cluster, in one run.
 
-    python benchmarks/bench_ray.py [--seconds 3] [--rounds 2] [--sweep-steps 1000]
+    python benchmarks/bench_ray.py [--seconds 2] [--rounds 4] [--sweep-steps 1000]
 
 1. One machine: the same vector env, the same workers (one per core), random actions; steps/s of each backend (best
-   of ``--rounds``) and the ratio ray / multiprocessing, for an Atari workload (Breakout x 16, 84x84 gray, stack 4,
-   frameskip 4; synchronous, and in asynchronous batches of the first 8 to finish) and a cheap one (CartPole x 64,
-   synchronous and in batches of the first 32), where the per-step round trip dominates.
+   of ``--rounds``, each round running both in turn) and the ratio ray / multiprocessing (the median of the rounds'
+   ratios, and their range), for an Atari workload (Breakout x 16, 84x84 gray, stack 4, frameskip 4; synchronous,
+   and in asynchronous batches of the first 8 to finish) and a cheap one (CartPole x 64, synchronous and in batches
+   of the first 32), where the per-step round trip dominates.
 2. A two-node cluster simulated on this machine (Ray's ``cluster_utils.Cluster``: two raylets, one CPU each): a
    sweep of 8 game x seed pairs (``--sweep-steps`` agent steps each, random policy) over both nodes, against the sum
-   of its two nodes' shares each run alone on its node (the other one idle). Rates are agent steps over the seconds
-   spent stepping (start-up excluded; for the spread sweep, the slower node's). Both nodes share this machine's
-   cores: on a 2-core machine, "together" has one core per node, as each had alone, plus the calling process.
+   of its two nodes' shares each run alone on its node (the other one idle); ``--rounds`` of each, in turn, ratios
+   as in 1. Rates are agent steps over the seconds spent stepping (start-up excluded; for the spread sweep, the
+   slower node's). Both nodes share this machine's cores: on a 2-core machine, "together" has one core per node, as
+   each had alone, plus the calling process.
 """
 
 from __future__ import annotations
@@ -42,6 +44,12 @@ def rate(make, seconds: float) -> float:
         return time_steps(step, seconds)[0]
 
 
+def ratios(numerators: list[float], denominators: list[float]) -> str:
+    """The ratio of each round's two figures (measured minutes apart at most): their median, and their range."""
+    each = sorted(a / b for a, b in zip(numerators, denominators))
+    return f"{float(np.median(each)):.2f}x (rounds {each[0]:.2f}-{each[-1]:.2f}x)"
+
+
 def one_machine(seconds: float, rounds: int) -> None:
     ray.init(num_cpus=os.cpu_count(), include_dashboard=False, logging_level="WARNING")
     workers = os.cpu_count()
@@ -55,13 +63,17 @@ def one_machine(seconds: float, rounds: int) -> None:
             "CartPole-v1", 64, backend=backend, num_workers=workers, batch_size=32),
     }
     for name, make in workloads.items():
-        best = {b: max(rate(make(b), seconds) for _ in range(rounds)) for b in ("multiprocessing", "ray")}
-        print(f"{name:15s} multiprocessing {best['multiprocessing']:9,.0f} steps/s   ray {best['ray']:9,.0f} steps/s   "
-              f"ray / multiprocessing {best['ray'] / best['multiprocessing']:.2f}x", flush=True)
+        rates: dict[str, list[float]] = {"multiprocessing": [], "ray": []}
+        for _ in range(rounds):  # each round runs both backends in turn: this host's speed drifts by tens of %
+            for backend, got in rates.items():
+                got.append(rate(make(backend), seconds))
+        mp, on_ray = rates["multiprocessing"], rates["ray"]
+        print(f"{name:15s} multiprocessing {max(mp):9,.0f} steps/s   ray {max(on_ray):9,.0f} steps/s   "
+              f"ray / multiprocessing {ratios(on_ray, mp)}", flush=True)
     ray.shutdown()
 
 
-def cluster_sweep(steps: int) -> None:
+def cluster_sweep(steps: int, rounds: int) -> None:
     from ray.cluster_utils import Cluster
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -73,22 +85,26 @@ def cluster_sweep(steps: int) -> None:
     cluster.wait_for_nodes()
     try:
         pairs = [(g, s) for g in SWEEP_GAMES for s in range(2)]
-        ran: dict[str, list[tuple[str, int]]] = {}  # node -> the pairs it ran
-        for event in run_on_nodes(pairs, "steps", steps, "random", None, {}):
-            if event[0] == "ran":
-                ran[event[1]] = event[2]
-            elif event[0] == "end":
-                together = sum(event[1].values()) / event[2]
-        alone = 0.0
         task = ray.remote(node_events)
-        for node, share in ran.items():  # each node's share again, on that node alone
-            events = ray.get(list(task.options(
-                num_cpus=0, num_returns="streaming", scheduling_strategy=NodeAffinitySchedulingStrategy(node, False),
-            ).remote(share, "steps", steps, None, 1, {})))
-            end = events[-1]
-            alone += sum(end[1].values()) / end[2]
-        print(f"2-node sweep   together {together:9,.0f} steps/s   nodes alone (sum) {alone:9,.0f} steps/s   "
-              f"together / sum {together / alone:.2f}x   ({len(pairs)} pairs x {steps} steps, "
+        together: list[float] = []
+        alone: list[float] = []
+        for _ in range(rounds):  # the spread sweep, then its nodes' shares alone, in turn
+            ran: dict[str, list[tuple[str, int]]] = {}  # node -> the pairs it ran
+            for event in run_on_nodes(pairs, "steps", steps, "random", None, {}):
+                if event[0] == "ran":
+                    ran[event[1]] = event[2]
+                elif event[0] == "end":
+                    together.append(sum(event[1].values()) / event[2])
+            summed = 0.0
+            for node, share in ran.items():  # each node's share again, on that node alone
+                where = NodeAffinitySchedulingStrategy(node, False)
+                events = ray.get(list(task.options(num_cpus=0, num_returns="streaming", scheduling_strategy=where)
+                                      .remote(share, "steps", steps, None, 1, {})))
+                end = events[-1]
+                summed += sum(end[1].values()) / end[2]
+            alone.append(summed)
+        print(f"2-node sweep   together {max(together):9,.0f} steps/s   nodes alone (sum) {max(alone):9,.0f} steps/s   "
+              f"together / sum {ratios(together, alone)}   ({len(pairs)} pairs x {steps} steps, "
               f"{[len(share) for share in ran.values()]} pairs per node)", flush=True)
     finally:
         ray.shutdown()
@@ -97,15 +113,15 @@ def cluster_sweep(steps: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seconds", type=float, default=3.0)
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--seconds", type=float, default=2.0)
+    parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--sweep-steps", type=int, default=1000)
     parser.add_argument("--sweep-only", action="store_true", help="only part 2")
     args = parser.parse_args()
     os.environ.pop("RAY_ADDRESS", None)
     if not args.sweep_only:
         one_machine(args.seconds, args.rounds)
-    cluster_sweep(args.sweep_steps)
+    cluster_sweep(args.sweep_steps, args.rounds)
 
 
 if __name__ == "__main__":

@@ -128,6 +128,37 @@ def test_channel_frames_messages_and_reports_a_closed_peer():
     right.close()
 
 
+
+def test_read_into_appends_what_the_descriptor_holds_until_the_inbox_holds_size():
+    """The read a channel fills its inbox with: straight into the bytearray, each read asking for what is still
+    missing (at least ``least``), stopping at ``size`` or when the descriptor is empty, EOFError at a closed end."""
+    from shoal.vector._pipe import read_into
+
+    r, w = os.pipe()
+    os.set_blocking(r, False)
+    inbox = bytearray(b"ab")
+    assert read_into(r, inbox, 10, 4) == 0 and inbox == b"ab"  # nothing there: the inbox is as it was
+    os.write(w, b"0123456789xyz")
+    assert read_into(r, inbox, 6, 4) == 4 and inbox == b"ab0123"  # asked for max(6 - 2, 4): stops at size
+    assert read_into(r, inbox, 6, 4) == 0  # holds size already: reads nothing
+    assert read_into(r, inbox, 100, 4) == 9 and inbox == b"ab0123456789xyz"  # all there is, then empty
+    big = os.urandom(3 << 20)  # many times what a pipe holds: written while the reader reads
+    writer = threading.Thread(target=lambda: os.write(w, big) and os.write(w, b"!"))
+    writer.start()
+    start, reads = len(inbox), 0
+    while len(inbox) < start + len(big):
+        reads += read_into(r, inbox, start + len(big), 4096) > 0
+    writer.join()
+    assert bytes(inbox[start:]) == big and reads > 1
+    os.close(w)
+    before = len(inbox)
+    with pytest.raises(EOFError, match="closed"):  # closed before size came: what came stays in the inbox
+        read_into(r, inbox, before + 10, 4)
+    assert inbox[before:] == b"!"
+    with pytest.raises(TypeError, match="bytearray"):
+        read_into(r, b"", 10, 4)
+    os.close(r)
+
 # -- the link between two processes ----------------------------------------------------------------------------------
 
 

@@ -1,4 +1,5 @@
-/* shoal.vector._pipe: a write that keeps exact count of what it wrote, even when an interrupt comes right after.
+/* shoal.vector._pipe: a write that keeps exact count of what it wrote, even when an interrupt comes right after, and
+ * a read that appends straight to a bytearray.
  *
  * write_from(fd, data, progress) -> bytes written by this call. Writes data[progress[0]:] to the non-blocking
  * descriptor fd until it is all written or fd is full (EAGAIN: returns what it wrote, maybe 0), advancing
@@ -7,6 +8,13 @@
  * checks for signals right after a call returns): the peer then has part of a message and the sender does not know
  * which part. Here the count is stored before control returns to Python, so shoal.vector.channel can always finish
  * a message an interrupt cut short, or know that none of it went.
+ *
+ * read_into(fd, inbox, size, least) -> bytes read by this call. Appends what the non-blocking descriptor fd holds to
+ * the bytearray inbox until it holds size bytes or fd is empty (EAGAIN: returns what it read, maybe 0), each read
+ * asking for max(size - len(inbox), least) bytes straight into the inbox's tail; EOFError when the other end is
+ * closed before size bytes came (what came stays in the inbox). `inbox += os.read(fd, n)` makes a bytes object of n bytes for every read and copies it again into the
+ * inbox (a 451 KB reply from a Ray node: ~0.27 ms of the reader's CPU more than reading in place), and an interrupt
+ * between the read and the `+=` would drop what was read. Here every read is in the inbox before control returns.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -71,9 +79,75 @@ static PyObject *write_from(PyObject *module, PyObject *const *args, Py_ssize_t 
     return PyLong_FromSsize_t(written);
 }
 
+static PyObject *read_into(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "read_into(fd, inbox, size, least) takes four arguments");
+        return NULL;
+    }
+    int fd = PyObject_AsFileDescriptor(args[0]);
+    if (fd < 0) {
+        return NULL;
+    }
+    PyObject *inbox = args[1];
+    if (!PyByteArray_CheckExact(inbox)) {
+        PyErr_SetString(PyExc_TypeError, "read_into: inbox must be a bytearray");
+        return NULL;
+    }
+    Py_ssize_t size = PyLong_AsSsize_t(args[2]), least = PyLong_AsSsize_t(args[3]);
+    if ((size == -1 || least == -1) && PyErr_Occurred()) {
+        return NULL;
+    }
+    Py_ssize_t had = PyByteArray_GET_SIZE(inbox);
+    if (had >= size) {
+        return PyLong_FromLong(0);
+    }
+    Py_ssize_t room = size - had > least ? size - had : least;
+    if (PyByteArray_Resize(inbox, had + room) < 0) { /* grown once; cut back to what came before returning */
+        return NULL;
+    }
+    Py_buffer view; /* an export: nothing resizes the inbox while the reads run without the GIL */
+    if (PyObject_GetBuffer(inbox, &view, PyBUF_WRITABLE) < 0) {
+        PyByteArray_Resize(inbox, had);
+        return NULL;
+    }
+    char *tail = (char *)view.buf + had;
+    Py_ssize_t got = 0;
+    ssize_t n = 0;
+    int error = 0;
+    Py_BEGIN_ALLOW_THREADS
+    while (had + got < size) {
+        n = read(fd, tail + got, (size_t)(room - got));
+        if (n > 0) {
+            got += n;
+        } else if (n < 0 && errno == EINTR) {
+            continue; /* the signal's Python handler runs once this returns */
+        } else {
+            error = n < 0 ? errno : 0;
+            break;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    if (PyByteArray_Resize(inbox, had + got) < 0) {
+        return NULL;
+    }
+    if (had + got < size && n == 0) {
+        PyErr_SetString(PyExc_EOFError, "the other end of the pipe is closed");
+        return NULL;
+    }
+    if (error && error != EAGAIN && error != EWOULDBLOCK) {
+        errno = error;
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    return PyLong_FromSsize_t(got);
+}
+
 static PyMethodDef methods[] = {
     {"write_from", (PyCFunction)(void (*)(void))write_from, METH_FASTCALL,
      "write_from(fd, data, progress) -> bytes written; writes data[progress[0]:] until done or fd is full"},
+    {"read_into", (PyCFunction)(void (*)(void))read_into, METH_FASTCALL,
+     "read_into(fd, inbox, size, least) -> bytes read; appends to the bytearray inbox until it holds size or fd is "
+     "empty"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -3,7 +3,7 @@ written, and usually read, with one system call. The Ray backend's vector env ta
 socket the same way (the actor's end a plain ``Connection``, whose framing is the same).
 
 A :class:`Channel` wraps one end of ``multiprocessing.Pipe()`` (so it is created, and handed to a spawned worker,
-the way multiprocessing does it) but moves messages with ``os.write``/``os.read`` on its descriptor. Messages are
+the way multiprocessing does it) but moves messages with its own writes and reads on its descriptor. Messages are
 framed like ``Connection``'s: a 4-byte big-endian length, then the bytes. A :class:`Poller` tells whose other end
 is closed (the peer died or exited).
 
@@ -16,7 +16,8 @@ coming halfway, forever: the ``stalled`` check runs every ``stall_s`` while one 
 Interrupts: a message is queued whole (one store), then written by :func:`~shoal.vector._pipe.write_from`, which
 counts what it wrote exactly, so a Ctrl-C anywhere leaves a message either not begun or written up to a known byte:
 :meth:`Channel.flush` finishes it, or :meth:`Channel.drop` forgets one not begun, never leaving the peer a part.
-Reading is the same: :meth:`Channel.peek` leaves a message in the inbox until :meth:`Channel.skip` drops it.
+Reading is the same: :func:`~shoal.vector._pipe.read_into` appends every read to the inbox before control returns
+to Python, and :meth:`Channel.peek` leaves a message in the inbox until :meth:`Channel.skip` drops it.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import struct
 from array import array
 from typing import Any, Callable, Iterable
 
-from shoal.vector._pipe import write_from
+from shoal.vector._pipe import read_into, write_from
 
 _HEADER = struct.Struct("!i")
 _READ_SIZE = 4096  # what one read asks for: every message of a step, and most others, whole
@@ -124,8 +125,8 @@ class Channel:
             if not ready and stalled is not None:  # no room, and nothing from the peer: is it still there?
                 stalled()
             for _, events in ready:  # no room: wait for room, reading what comes meanwhile
-                if events & select.POLLIN:
-                    self._inbox += self._read_some()
+                if events & select.POLLIN:  # up to 1 MiB of what is there
+                    read_into(self.fd, self._inbox, len(self._inbox) + 1, 1 << 20)
                 elif events & _CLOSED:
                     raise BrokenPipeError("the other end of the pipe is closed")
         self._outbox = None
@@ -145,15 +146,6 @@ class Channel:
     def buffered(self) -> bool:
         """Bytes of a message are in the inbox (read while sending): waiting on the descriptor would miss them."""
         return bool(self._inbox)
-
-    def _read_some(self) -> bytes:
-        try:
-            chunk = os.read(self.fd, 1 << 20)
-        except BlockingIOError:
-            return b""
-        if not chunk:
-            raise EOFError("the other end of the pipe is closed")
-        return chunk
 
     def recv(self, stalled: Callable[[], None] | None = None, stall_s: float | None = None) -> bytes:
         """The next message, blocking until it comes; :class:`EOFError` when the other end is closed.
@@ -190,19 +182,15 @@ class Channel:
         del self._inbox[: _HEADER.size + _HEADER.unpack_from(self._inbox)[0]]
 
     def _fill(self, size: int, stalled: Callable[[], None] | None, stall_s: float | None) -> None:
-        """Read into the inbox, blocking until it holds at least ``size`` bytes. (A bytearray: a large message
-        comes in many reads from a socket, and appending to bytes would copy all of it each time.)"""
+        """Read into the inbox, blocking until it holds at least ``size`` bytes (:func:`~shoal.vector._pipe.read_into`
+        reads straight into its tail: a large message comes in several reads from a socket)."""
         stalled, stall_s = self._check(stalled, stall_s)
         while len(self._inbox) < size:
-            try:
-                chunk = os.read(self.fd, max(size - len(self._inbox), _READ_SIZE))
-            except BlockingIOError:  # before the message has come: wait for it
-                if not select.select([self.fd], [], [], None if stalled is None else stall_s)[0] and stalled:
-                    stalled()
+            if read_into(self.fd, self._inbox, size, _READ_SIZE):
                 continue
-            if not chunk:
-                raise EOFError("the other end of the pipe is closed")
-            self._inbox += chunk
+            # nothing there yet: wait for it
+            if not select.select([self.fd], [], [], None if stalled is None else stall_s)[0] and stalled:
+                stalled()
 
     def close(self) -> None:
         self.conn.close()

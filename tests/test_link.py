@@ -159,6 +159,36 @@ def test_read_into_appends_what_the_descriptor_holds_until_the_inbox_holds_size(
     os.close(r)
 
 
+
+def test_a_read_an_interrupt_cut_short_loses_nothing(monkeypatch):
+    """Ctrl-C right after a read returned (where Python checks for signals, and `inbox += os.read(...)` would lose
+    what was read) leaves what came in the inbox: the next peek returns the message whole."""
+    from shoal.vector import channel as channel_module
+
+    a, b = mp.Pipe()
+    sender, reader = Channel(a), Channel(b)
+    big = os.urandom(1 << 20)  # more than the pipe holds: it comes in several reads
+    writer = threading.Thread(target=lambda: sender.send(big))
+    writer.start()
+    read_into = channel_module.read_into
+    reads = []
+
+    def interrupted(fd, inbox, size, least):
+        reads.append(read_into(fd, inbox, size, least))
+        if reads[-1]:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(channel_module, "read_into", interrupted)
+    while not reader.whole():  # every read that brings something is interrupted
+        with pytest.raises(KeyboardInterrupt):
+            reader.peek()
+    monkeypatch.undo()
+    assert len([r for r in reads if r]) >= 2  # (the first read asks for the header's 4 bytes, or 4096)
+    assert reader.recv() == big
+    writer.join()
+    sender.close()
+    reader.close()
+
 # -- the link between two processes ----------------------------------------------------------------------------------
 
 

@@ -12,10 +12,10 @@
  * read_into(fd, inbox, size, least) -> bytes read by this call. Appends what the non-blocking descriptor fd holds to
  * the bytearray inbox until it holds size bytes or fd is empty (EAGAIN: returns what it read, maybe 0), each read
  * asking for max(size - len(inbox), least) bytes straight into the inbox's tail; EOFError when the other end is
- * closed before size bytes came (what came stays in the inbox). `inbox += os.read(fd, n)` makes a bytes object of
- * n bytes for every read and copies it again into the inbox (a 441 KiB reply from a Ray node: ~0.27 ms of the
- * reader's CPU more than reading in place, benchmarks/channel_read.py), and an interrupt between the read and the
- * `+=` would drop what was read. Here every read is in the inbox before control returns.
+ * closed before size bytes came (what came stays in the inbox). With `inbox += os.read(fd, n)`, Ctrl-C landing
+ * between the read and the `+=` (CPython checks for signals right after a call returns) dropped what was read, and
+ * the message never came whole; it also made a bytes object of n bytes for every read and copied it again. Here
+ * every read is in the inbox before control returns.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>

@@ -45,7 +45,7 @@ def rate(make, seconds: float) -> float:
 
 
 def ratios(numerators: list[float], denominators: list[float]) -> str:
-    """The ratio of each round's two figures (measured minutes apart at most): their median, and their range."""
+    """The ratio of each round's two figures (measured seconds apart): their median, and their range."""
     each = sorted(a / b for a, b in zip(numerators, denominators))
     return f"{float(np.median(each)):.2f}x (rounds {each[0]:.2f}-{each[-1]:.2f}x)"
 

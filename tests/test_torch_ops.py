@@ -410,6 +410,27 @@ def test_cuda_outputs_land_on_the_device_and_equal_cpu(backend):
     assert slots.pinned is None  # closing unregistered the block before unmapping it
 
 
+@cuda
+def test_cuda_copies_go_to_the_stream_current_at_recv():
+    """Outputs read on the stream that was current when their step was received are that step's, while the default
+    stream is held up by a long kernel (copies launched on another stream would not have run yet)."""
+    games = ["pong", "breakout"] * 2
+    side = torch.cuda.Stream()
+    with atari(games=games, num_workers=2) as gpu_envs, atari(games=games) as cpu_envs:
+        gpu_envs.reset(seed=0)
+        cpu_envs.reset(seed=0)
+        gpu = gpu_envs.torch(device="cuda")
+        cpu = cpu_envs.torch()
+        for t in range(12):
+            actions = torch.tensor([t % 6, t % 4, (t + 1) % 6, (t + 2) % 4])
+            torch.cuda._sleep(50_000_000)  # on the default stream: ~25 ms
+            with torch.cuda.stream(side):
+                got = [tensor.cpu() for tensor in gpu[2](gpu[0], actions)]  # waits for the side stream alone
+            for a, b in zip(got, cpu[2](cpu[0], actions)):
+                assert torch.equal(a, b), t
+        torch.cuda.synchronize()
+
+
 def cuda_steps(backend, batch_size, steps, before=None):
     """Pong and Breakout x 2 stepped ``steps`` times through the CUDA ops, random CPU actions (so that nothing
     waits for the device), calling ``before()`` ahead of each step: yields ``(buffers, handle, get_last_info,

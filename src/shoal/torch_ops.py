@@ -39,7 +39,7 @@ which may schedule a read of step ``k``'s observation after later ``recv`` calls
   when nothing holds it; only when every set is held is one more allocated, so a loop that drops the previous step's
   tensors allocates nothing. With a CUDA ``device`` a set is pinned host memory copied to a device set without
   blocking; the info arrays only when ``get_last_info`` asks for them (each copy launched costs the calling process
-  ~16 us, and Atari has six info arrays: most loops never read them).
+  ~5-15 us, and Atari has six info arrays: most loops never read them).
 
 dtypes are the numpy path's (float64 rewards, bool flags, int32 ``steps_taken``).
 """

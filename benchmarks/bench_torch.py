@@ -3,7 +3,8 @@
     python benchmarks/bench_torch.py [--seconds 3] [--rounds 3] [--envs 16] [--workers 2] [--device cpu]
                                      [--emulate-resets] [--no-inline] [--quick] [--profile]
 
-Breakout x ``--envs`` on ``--workers`` worker processes (synchronous batches), random actions, rounds interleaved:
+Breakout x ``--envs`` on ``--workers`` worker processes (synchronous batches), random actions, rounds interleaved
+(each configuration's best round; the op's ratios also round by round, their median and range):
 
 1. Steps/s of ``envs.step`` (numpy) and of the ``step`` op (tensors), alone and followed by ``get_last_info``;
    target: op / numpy >= 0.95 on the CPU. With a CUDA ``--device`` the numpy path is ``envs.step`` then
@@ -133,6 +134,13 @@ def with_model(args, device: torch.device, how: str) -> float:
         return timed({"numpy": numpy_then_act, "step": sequential, "overlap": overlapped}[how], args.seconds)
 
 
+def per_round(rounds: list[dict[str, float]], a: str, b: str) -> str:
+    """The ratio ``a`` / ``b`` of each round (their runs are seconds apart, so this host's drift falls on both alike):
+    the median and the range."""
+    each = sorted(rates[a] / rates[b] for rates in rounds)
+    return f"per round: median {float(np.median(each)):.3f}, {each[0]:.3f}-{each[-1]:.3f}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=3.0)
@@ -162,20 +170,21 @@ def main() -> None:
     }
     if args.quick:
         runs = {name: run for name, run in runs.items() if not name.startswith("model")}
-    best = {name: 0.0 for name in runs}
+    rounds: list[dict[str, float]] = []
     for r in range(args.rounds):
-        for name, run in runs.items():
-            best[name] = max(best[name], run())
-        print(f"round {r + 1}: " + ", ".join(f"{k} {v:,.0f}" for k, v in best.items()), flush=True)
+        rounds.append({name: run() for name, run in runs.items()})
+        print(f"round {r + 1}: " + ", ".join(f"{k} {v:,.0f}" for k, v in rounds[-1].items()), flush=True)
+    best = {name: max(rates[name] for rates in rounds) for name in runs}
     options = (", reset_cache=False" if args.reset_cache is False else "") + \
         (", inline=False" if args.inline is False else "")
     print(f"\nBreakout x{args.envs}, {args.workers} workers, {device}{options}: steps/s (best of {args.rounds} rounds "
           f"of {args.seconds:g} s)")
     for name, rate in best.items():
         print(f"  {name:30s} {rate:9,.0f}")
-    base = best["numpy + copy" if cuda else "numpy"]
-    print(f"\nop path / numpy path{' + copy' if cuda else ''}:  {best['op'] / base:.3f}  "
-          f"(target >= {1.1 if cuda else 0.95})")
+    numpy_name = "numpy + copy" if cuda else "numpy"
+    base = best[numpy_name]
+    print(f"\nop path / numpy path{' + copy' if cuda else ''}:  {best['op'] / base:.3f} (best rounds); "
+          f"{per_round(rounds, 'op', numpy_name)}  (target >= {1.1 if cuda else 0.95})")
     if cuda and not args.quick:
         print(f"with the model, step op / numpy + copy: "
               f"{best['model, step then act'] / best['model, numpy + copy then act']:.3f}")
@@ -185,8 +194,9 @@ def main() -> None:
         copy_s = pageable_copy(args, device)
         print(f"  the copy alone (ordinary memory to {device}): {copy_s * 1e6:.0f} us a batch")
         alone = best["numpy alone"]
-        print(f"numpy step alone / numpy + copy: {alone / base:.3f}  (what the op would reach if it cost a numpy step "
-              f"and copied nothing); op / numpy step alone: {best['op'] / alone:.3f}")
+        print(f"numpy step alone / numpy + copy: {alone / base:.3f}; {per_round(rounds, 'numpy alone', numpy_name)}  "
+              f"(what the op would reach if it cost a numpy step and copied nothing)")
+        print(f"op / numpy step alone: {best['op'] / alone:.3f}; {per_round(rounds, 'op', 'numpy alone')}")
     if args.profile:
         for name, run in (("op", op_path), ("numpy", numpy_path)):
             print(f"\n  calling process, {name} path, seconds per step by function:")

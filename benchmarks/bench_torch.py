@@ -10,8 +10,10 @@ Breakout x ``--envs`` on ``--workers`` worker processes (synchronous batches), r
    target: op / numpy >= 0.95 on the CPU. With a CUDA ``--device`` the numpy path is ``envs.step`` then
    ``torch.from_numpy(obs).to(device)`` (target: op / numpy + copy >= 1.1), measured beside ``envs.step`` alone and
    the copy alone (what the op could gain at most); either way the observations are on the device in stream order
-   (what the caller launches next reads them), and neither path waits for the copy to end. ``--profile``: then where
-   the calling process's time goes, op path and numpy path.
+   (what the caller launches next reads them), and neither path waits for the copy to end; the op also runs waiting
+   for its copies after each step (``op, copies waited for``; in one timeline on a lent machine its workers then
+   stepped faster: here the two run in turns). ``--profile``: then where the calling process's time goes, op path
+   and numpy path.
 2. With a model between steps (a small CNN on the batch; on the CPU, one torch thread): ``step`` then the model,
    against ``send``, the model on the previous observation, ``recv``; with a CUDA device also the numpy path with the
    same model. Overlap needs the calling process free while envs step, so these run with ``inline=False`` (every
@@ -54,8 +56,9 @@ def numpy_path(args, device: torch.device, to_device: bool = True, profile: bool
         return profile_of(step, args.seconds) if profile else timed(step, args.seconds)
 
 
-def op_path(args, device: torch.device, profile: bool = False, infos: bool = False) -> float:
-    """The ``step`` op; with ``infos``, ``get_last_info`` after each step too."""
+def op_path(args, device: torch.device, profile: bool = False, infos: bool = False, wait: bool = False) -> float:
+    """The ``step`` op; with ``infos``, ``get_last_info`` after each step too; with ``wait`` (CUDA), waiting for the
+    step's copies to end before the next step (as a loop that reads a value on the host each step does)."""
     n = args.envs
     with make(args) as envs:
         envs.reset(seed=0)
@@ -67,6 +70,8 @@ def op_path(args, device: torch.device, profile: bool = False, infos: bool = Fal
             step_op(handle, actions.random_(0, 4, generator=generator))
             if infos:
                 get_last_info(handle)
+            if wait:
+                torch.cuda.current_stream(device).synchronize()
             return n
 
         return profile_of(step, args.seconds) if profile else timed(step, args.seconds)
@@ -164,6 +169,7 @@ def main() -> None:
         **({"numpy alone": lambda: numpy_path(args, device, to_device=False)} if cuda else {}),
         "op": lambda: op_path(args, device),
         "op + get_last_info": lambda: op_path(args, device, infos=True),
+        **({"op, copies waited for": lambda: op_path(args, device, wait=True)} if cuda else {}),
         **({"model, numpy + copy then act": lambda: with_model(args, device, "numpy")} if cuda else {}),
         "model, step then act": lambda: with_model(args, device, "step"),
         "model, send/act/recv": lambda: with_model(args, device, "overlap"),
@@ -197,6 +203,8 @@ def main() -> None:
         print(f"numpy step alone / numpy + copy: {alone / base:.3f}; {per_round(rounds, 'numpy alone', numpy_name)}  "
               f"(what the op would reach if it cost a numpy step and copied nothing)")
         print(f"op / numpy step alone: {best['op'] / alone:.3f}; {per_round(rounds, 'op', 'numpy alone')}")
+        waited = "op, copies waited for"
+        print(f"op waiting for its copies / op: {best[waited] / best['op']:.3f}; {per_round(rounds, waited, 'op')}")
     if args.profile:
         for name, run in (("op", op_path), ("numpy", numpy_path)):
             print(f"\n  calling process, {name} path, seconds per step by function:")

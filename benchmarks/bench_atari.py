@@ -45,6 +45,13 @@ def timed(step: Callable[[], int], seconds: float) -> float:
     return time_steps(step, seconds, warmup=20)[0]
 
 
+def round_ratios(numerators: list[float], denominators: list[float]) -> tuple[float, float, float]:
+    """The ratio of each round's two figures (measured seconds apart, so this host's drift falls on both alike):
+    their median, lowest and highest."""
+    each = sorted(a / b for a, b in zip(numerators, denominators))
+    return float(np.median(each)), each[0], each[-1]
+
+
 def profiled(step: Callable[[], object], seconds: float, top: int = 10) -> int:
     """Call ``step`` for ``seconds`` under cProfile and print where the calling process's time went, per call, by
     function (internal time, the ``top`` first); how many calls that was."""

@@ -24,6 +24,7 @@ import numpy as np
 import ray
 
 import shoal
+from bench_atari import round_ratios
 from shoal.bench.throughput import SETTINGS, time_steps
 
 SWEEP_GAMES = ["pong", "breakout", "space_invaders", "ms_pacman"]
@@ -45,9 +46,9 @@ def rate(make, seconds: float) -> float:
 
 
 def ratios(numerators: list[float], denominators: list[float]) -> str:
-    """The ratio of each round's two figures (measured seconds apart): their median, and their range."""
-    each = sorted(a / b for a, b in zip(numerators, denominators))
-    return f"{float(np.median(each)):.2f}x (rounds {each[0]:.2f}-{each[-1]:.2f}x)"
+    """The rounds' ratios (:func:`bench_atari.round_ratios`): their median, and their range."""
+    median, lowest, highest = round_ratios(numerators, denominators)
+    return f"{median:.2f}x (rounds {lowest:.2f}-{highest:.2f}x)"
 
 
 def one_machine(seconds: float, rounds: int) -> None:

@@ -31,7 +31,7 @@ import numpy as np
 import torch
 
 import shoal
-from bench_atari import SETTINGS, profiled, timed
+from bench_atari import SETTINGS, profiled, round_ratios, timed
 
 
 def make(args, **kwargs) -> shoal.AtariVectorEnv:
@@ -140,10 +140,9 @@ def with_model(args, device: torch.device, how: str) -> float:
 
 
 def per_round(rounds: list[dict[str, float]], a: str, b: str) -> str:
-    """The ratio ``a`` / ``b`` of each round (their runs are seconds apart, so this host's drift falls on both alike):
-    the median and the range."""
-    each = sorted(rates[a] / rates[b] for rates in rounds)
-    return f"per round: median {float(np.median(each)):.3f}, {each[0]:.3f}-{each[-1]:.3f}"
+    """The ratio ``a`` / ``b`` of each round (:func:`bench_atari.round_ratios`): the median and the range."""
+    median, lowest, highest = round_ratios([rates[a] for rates in rounds], [rates[b] for rates in rounds])
+    return f"per round: median {median:.3f}, {lowest:.3f}-{highest:.3f}"
 
 
 def main() -> None:

@@ -159,7 +159,6 @@ def test_read_into_appends_what_the_descriptor_holds_until_the_inbox_holds_size(
     os.close(r)
 
 
-
 def test_a_read_an_interrupt_cut_short_loses_nothing(monkeypatch):
     """Ctrl-C right after a read returned (where Python checks for signals, and `inbox += os.read(...)` would lose
     what was read) leaves what came in the inbox: the next peek returns the message whole."""
@@ -188,6 +187,7 @@ def test_a_read_an_interrupt_cut_short_loses_nothing(monkeypatch):
     writer.join()
     sender.close()
     reader.close()
+
 
 # -- the link between two processes ----------------------------------------------------------------------------------
 

@@ -17,6 +17,7 @@ import threading
 import time
 from pathlib import Path
 
+import gymnasium as gym
 import numpy as np
 import pytest
 from fakes import BigArraysEnv, FaultyEnv, SpaceEnv, made_in_worker
@@ -63,10 +64,13 @@ def test_a_worker_killed_inside_a_node_is_an_error_naming_its_envs():
                 envs.step(np.zeros(4, np.int64))
 
 
-def test_large_actions_and_replies_crossing_do_not_block_either_side():
+@pytest.mark.parametrize("mapped", [False, True], ids=["wire", "mapped"])
+def test_large_actions_and_replies_crossing_do_not_block_either_side(mapped, monkeypatch):
     # First-N-of-M batches of 24 MB observations and actions: the vector env sends a batch's actions (48 MB) while
     # the node sends the other batch's rows (48 MB), each more than a socket holds. Both sides blocking in a write
-    # hung here at once; the vector env now reads the node's reply while its message waits for room.
+    # hung here at once; the vector env now reads the node's reply while its message waits for room. Mapped: the
+    # node is read from its memory (the rows do not cross; the actions still do).
+    monkeypatch.setattr("shoal.vector.ray_transport.MAP_SHARED", mapped)
     with shoal.make([functools.partial(BigArraysEnv, 24)] * 4, backend="ray", num_workers=2, batch_size=2) as envs:
         _, info = envs.reset(seed=0)
         steps, sent = [0] * 4, [(0, 0)] * 4  # envs not sent a step yet come back with their reset observation
@@ -80,6 +84,88 @@ def test_large_actions_and_replies_crossing_do_not_block_either_side():
             obs, _, _, _, info = envs.recv(timeout=60)
             for row, env_id in enumerate(info["env_id"].tolist()):  # each env's own step count and last action
                 assert obs[row, :3].tolist() == [steps[env_id] % 256, *sent[env_id]]
+        assert (envs._transport._nodes[0].shared is not None) == mapped
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("mapped", [False, True], ids=["wire", "mapped"])
+def test_a_node_on_this_machine_is_read_from_its_memory_or_the_wire_alike(workers, mapped, monkeypatch):
+    """A node on the calling process's machine (a serial one with one worker, a pool with two) is read out of its
+    memory, or with MAP_SHARED off over its connection; either way every step, synchronous, first-N-of-M and through
+    the torch ops (observations into other slots), equals the serial backend."""
+    from helpers import assert_same, own_trajectories
+
+    torch = pytest.importorskip("torch")
+    monkeypatch.setattr("shoal.vector.ray_transport.MAP_SHARED", mapped)
+    games = ["pong", "breakout", "pong", "space_invaders"]
+    make = functools.partial(shoal.AtariVectorEnv, games=games, noop_max=0, repeat_action_probability=0.0)
+    act = lambda i, t: (i * 5 + t * 3) % 4  # noqa: E731
+    with make(backend="serial") as ref, make(backend="ray", num_workers=workers) as envs:
+        assert [n.shared is not None for n in envs._transport._nodes] == [mapped]
+        assert_same(ref.reset(seed=3), envs.reset(seed=3))
+        for t in range(30):
+            actions = np.array([act(i, t) for i in range(4)])
+            assert_same(ref.step(actions), envs.step(actions))
+        handle, _, step, *_ = envs.torch()
+        for t in range(30, 40):  # the torch op's outputs alternate between its two slots
+            actions = np.array([act(i, t) for i in range(4)])
+            expected, got = ref.step(actions), step(handle, torch.from_numpy(actions))
+            for a, b in zip(expected[:4], got[:4]):
+                np.testing.assert_array_equal(a, b.numpy())
+    with make(backend="serial") as ref, make(backend="ray", num_workers=2, batch_size=2) as envs:
+        assert [n.shared is not None for n in envs._transport._nodes] == [mapped]
+        got = own_trajectories(envs, act, 4, 40)
+        ref.reset(seed=4)
+        for t in range(min(map(len, got.values()))):
+            expected = ref.step(np.array([act(i, t) for i in range(4)]))
+            for i in range(4):
+                np.testing.assert_array_equal(got[i][t][0], expected[0][i])
+                assert got[i][t][1:4] == (expected[1][i], expected[2][i], expected[3][i])
+
+
+def test_a_nodes_memory_is_mapped_read_only_and_only_when_the_file_is_its_own():
+    from multiprocessing.sharedctypes import RawArray
+
+    from shoal.spaces import Layout
+    from shoal.vector.buffers import BufferSpec
+    from shoal.vector.ray_node import shared_block
+    from shoal.vector.ray_transport import map_shared
+
+    spec = BufferSpec(3, Layout(gym.spaces.Box(0, 255, (5,), np.uint8)), Layout(gym.spaces.Discrete(2)))
+    memory = RawArray("b", spec.nbytes)
+    block = shared_block(memory)
+    assert block is not None
+    mine = spec.view(memory)
+    mapping, seen = map_shared(os.getpid(), (*block, spec))
+    mine.obs[1] = 7
+    mine.rewards[2] = 1.5
+    assert seen.obs[1].tolist() == [7] * 5 and seen.rewards.tolist() == [0, 0, 1.5]  # the same memory
+    with pytest.raises(ValueError, match="read-only"):
+        seen.obs[0] = 1
+    fd, start, size, device, inode = block
+    assert map_shared(os.getpid(), (fd, start, size, device, inode + 1, spec)) is None  # another file
+    assert map_shared(os.getpid(), (fd, start, size + (1 << 40), device, inode, spec)) is None  # past its end
+    assert map_shared(2**22 + 12345, (*block, spec)) is None  # no such process
+    del seen
+    mapping.close()
+
+
+@pytest.mark.parametrize("offset", range(0, 4096, 64))
+def test_the_vector_envs_buffers_are_placed_away_from_a_mapped_nodes(offset):
+    # Copying rows out of a node's buffers 0-63 bytes before their destination (modulo a page) runs 5-16x slower on
+    # some CPUs (shoal/vector/copies.py); two page-aligned blocks would be exactly there.
+    from shoal.spaces import Layout
+    from shoal.vector._memory import page_delta
+    from shoal.vector.buffers import BufferSpec
+    from shoal.vector.copies import NEAR
+    from shoal.vector.ray_transport import placed
+
+    spec = BufferSpec(16, Layout(gym.spaces.Box(0, 255, (4, 84, 84), np.uint8)), Layout(gym.spaces.Discrete(2)))
+    block = np.zeros(spec.nbytes + 8192, np.uint8)
+    start = (-block.ctypes.data) % 4096 + offset  # the node's buffers begin ``offset`` bytes into a page
+    node = spec.view(memoryview(block)[start : start + spec.nbytes])
+    buffers = placed(spec, [node])
+    assert page_delta(buffers.obs, node.obs) >= NEAR
 
 
 def test_a_command_that_cannot_be_pickled_is_named_and_nothing_is_sent():
@@ -283,7 +369,7 @@ def test_a_node_actor_serves_the_vector_env_after_strangers_fail_its_challenge_o
     host = ray.remote(NodeHost).options(num_cpus=0, max_concurrency=2).remote(
         cloudpickle.dumps(factory), [range(0, 2)], [[0]], 0, spec, AutoresetMode.NEXT_STEP, key)
     try:
-        status, address, _, _ = ray.get(host.ready.remote(), timeout=60)
+        status, address, *_ = ray.get(host.ready.remote(), timeout=60)
         serving = host.serve.remote()
         with socket.create_connection(address) as stranger:  # first in line, with the wrong answer
             stranger.recv(64)
@@ -329,6 +415,7 @@ def test_a_simulated_two_node_cluster_spreads_work_and_names_a_lost_nodes_envs()
         with shoal.make("CartPole-v1", 4, backend="serial") as ref, shoal.make("CartPole-v1", 4, backend="ray") as envs:
             assert envs.num_workers == 2 and {n.node_id for n in envs._transport._nodes} == both
             assert [n.ids for n in envs._transport._nodes] == [range(0, 2), range(2, 4)]
+            assert [n.shared is not None for n in envs._transport._nodes] == [True, False]  # the other node: wire
             expected = collections.defaultdict(list)
             ref.reset(seed=5), envs.reset(seed=5)
             for t in range(80):  # CartPole's episodes end (and autoreset) within this

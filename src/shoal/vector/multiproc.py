@@ -130,8 +130,8 @@ class MultiprocessingTransport(Transport):
         ctx: Any = mp.get_context(context)  # (typeshed's BaseContext lacks Process)
         # same-step final observations wait in shared memory (_worker.park_finals), unless they have loose leaves
         spec = replace(spec, finals=autoreset_mode is AutoresetMode.SAME_STEP and not spec.obs.loose)
-        self._memory = ctx.RawArray("b", max(spec.nbytes, 1))
-        self.buffers = spec.view(self._memory)
+        self.memory = ctx.RawArray("b", max(spec.nbytes, 1))  # (a Ray node lets a vector env on its machine map it)
+        self.buffers = spec.view(self.memory)
         ring = max(len(members) for members in self.hosts)
         count = counters_needed(len(self.hosts), ring)
         self._counter_memory = ctx.RawArray("b", Counters.nbytes(count))
@@ -157,7 +157,7 @@ class MultiprocessingTransport(Transport):
                     signals = _worker.Signals(self._counter_memory, count, host, ring, self._spin_s)
                     proc = ctx.Process(
                         target=_worker.run,
-                        args=(child_end, self._memory, spec, factory_bytes, [self.groups[g] for g in members],
+                        args=(child_end, self.memory, spec, factory_bytes, [self.groups[g] for g in members],
                               autoreset_mode, signals),
                         name=f"shoal-worker-{host}",
                         daemon=daemon,

@@ -16,10 +16,16 @@ class SerialTransport(Transport):
     """Runs each command as soon as it is dispatched, in group order; ``collect_any`` answers first-in first-out."""
 
     def __init__(
-        self, factory: EngineFactory, groups: Sequence[range], spec: BufferSpec, autoreset_mode: AutoresetMode
+        self,
+        factory: EngineFactory,
+        groups: Sequence[range],
+        spec: BufferSpec,
+        autoreset_mode: AutoresetMode,
+        *,
+        memory: Any = None,
     ) -> None:
         super().__init__(factory, groups, spec, autoreset_mode)
-        self.buffers = spec.allocate()
+        self.buffers = spec.allocate() if memory is None else spec.view(memory)  # memory: a Ray node's, shared
         self.engines = []
         try:
             for ids in self.groups:

@@ -86,8 +86,8 @@ def test_dropped_env_stops_its_workers_and_never_writes_again(batch_size):
     envs.reset(seed=0)
     envs.send(np.zeros(envs.batch_size, np.int64))  # workers busy with a step (and, async, with queued groups)
     workers = [psutil.Process(p.pid) for p in envs._transport._procs.values()]
-    size = envs._transport._memory._length if hasattr(envs._transport._memory, "_length") else len(
-        memoryview(envs._transport._memory).cast("B"))
+    size = envs._transport.memory._length if hasattr(envs._transport.memory, "_length") else len(
+        memoryview(envs._transport.memory).cast("B"))
     del envs
     gc.collect()
     start = time.monotonic()

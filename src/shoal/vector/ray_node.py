@@ -316,9 +316,9 @@ def shared_block(memory: Any) -> tuple[int, int, int, int, int] | None:
     (``/proc/<pid>/fd/<fd>`` opens the file, unlinked as it is), its offset and size in that file, and the file's
     device and inode, which the reader checks it opened; None where that cannot be told (an arena without a file).
 
-    Why: a reply's rows crossing a socket cost the node ~0.4 ms a batch of Breakout x 16 here (441 KiB) and the
-    vector env ~0.45 ms to read and copy, with every env waiting. ``multiprocessing`` keeps the arena's descriptor
-    in ``BufferWrapper._state``, which no public name reaches."""
+    Why: see :func:`~shoal.vector.ray_transport.map_shared`. ``multiprocessing`` keeps the arena's descriptor in
+    ``BufferWrapper._state``, which no public name reaches (a test maps one: a Python release that moves it is
+    caught, and the rows then travel on the wire)."""
     try:
         (arena, start, _), size = memory._wrapper._state
         fd = int(arena.fd)

@@ -270,6 +270,21 @@ def test_workers_are_shared_among_nodes_in_proportion_to_their_cpus(workers, cpu
     assert shares(workers, cpus) == expected
 
 
+@pytest.mark.parametrize("counts", [[8, 8], [12, 4], [6, 5, 5], [16, 0]])
+def test_a_sweeps_pairs_are_dealt_so_each_node_gets_each_game_in_proportion(counts):
+    from collections import Counter
+
+    from shoal.bench.ray_sweep import dealt
+
+    games = ["pong", "breakout", "space_invaders", "ms_pacman"]
+    pairs = [(g, s) for g in games for s in range(4)]  # the games x seeds order: each game's pairs together
+    hands = dealt(pairs, counts)
+    assert [len(hand) for hand in hands] == counts and sorted(p for hand in hands for p in hand) == sorted(pairs)
+    for hand, count in zip(hands, counts):  # a node's share holds every game in proportion: each game costs alike
+        per_game = Counter(g for g, _ in hand)
+        assert all(abs(per_game[g] - 4 * count / 16) < 1 for g in games), (hand, count)
+
+
 class _NodeTable:
     """What nodes() asks of Ray: the node this process runs on ("b") and the node table, given once ``release`` is
     set (when there is one), or ``error`` raised."""

@@ -112,7 +112,7 @@ def test_a_node_on_this_machine_is_read_from_its_memory_or_the_wire_alike(worker
             expected, got = ref.step(actions), step(handle, torch.from_numpy(actions))
             for a, b in zip(expected[:4], got[:4]):
                 np.testing.assert_array_equal(a, b.numpy())
-    with make(backend="serial") as ref, make(backend="ray", num_workers=2, batch_size=2) as envs:
+    with make(backend="serial") as ref, make(backend="ray", num_workers=workers, batch_size=2) as envs:
         assert [n.shared is not None for n in envs._transport._nodes] == [mapped]
         got = own_trajectories(envs, act, 4, 40)
         ref.reset(seed=4)

@@ -12,7 +12,9 @@ import shoal
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt and /proc are Linux's")
 
-INSTANCES = 65536  # a Bandit step's temporaries are then 512 KiB each: above glibc's first mmap threshold
+INSTANCES = 65536  # a Stochastic step's temporaries are then 512 KiB each: above glibc's first mmap threshold
+# (Bandit, which these tests stepped first, no longer faults without the fix: its step's temporaries changed. Checked
+# 2026-11-28 with retain_freed_memory() cut out: Stochastic 548 faults a step in a fresh process, 326 in a worker.)
 
 
 def minor_faults(pid: int) -> int:
@@ -21,15 +23,22 @@ def minor_faults(pid: int) -> int:
         return int(f.read().rsplit(")", 1)[1].split()[7])
 
 
-def faults_per_step(envs, pid, steps=100):
+def faults_per_step(envs, pid, windows=3, steps=40):
+    """Minor faults a step of process ``pid``: the fewest over ``windows`` windows of ``steps`` steps. The failure
+    looked for faults in every step of every window (~128 a step: a 512 KiB temporary mapped anew); a process can
+    also take a burst of faults it did not cause (seen once in a CI-like run, 126 a step over one window, while the
+    machine was busy with other processes and passing every time alone), which the fewest leaves out."""
     envs.reset(seed=0)
-    actions = np.random.default_rng(0).integers(0, 2, size=(steps, envs.num_envs))
+    actions = np.random.default_rng(0).integers(0, 2, size=(20 + windows * steps, envs.num_envs))
     for a in actions[:20]:  # past the first steps, which touch every buffer once
         envs.step(a)
-    before = minor_faults(pid)
-    for a in actions[20:]:
-        envs.step(a)
-    return (minor_faults(pid) - before) / (steps - 20)
+    counts = []
+    for w in range(windows):
+        before = minor_faults(pid)
+        for a in actions[20 + w * steps : 20 + (w + 1) * steps]:
+            envs.step(a)
+        counts.append((minor_faults(pid) - before) / steps)
+    return min(counts)
 
 
 def test_a_fresh_process_stepping_a_batch_native_env_does_not_fault_every_step():
@@ -41,7 +50,7 @@ def test_a_fresh_process_stepping_a_batch_native_env_does_not_fault_every_step()
         sys.path.insert(0, {__file__.rsplit('/', 1)[0]!r})
         import shoal
         from test_heap import faults_per_step
-        with shoal.make("shoal/Bandit-v0", {INSTANCES}, backend="serial") as envs:
+        with shoal.make("shoal/Stochastic-v0", {INSTANCES}, backend="serial") as envs:
             print(faults_per_step(envs, os.getpid()))
         """
     )
@@ -51,6 +60,6 @@ def test_a_fresh_process_stepping_a_batch_native_env_does_not_fault_every_step()
 
 
 def test_a_worker_process_does_not_fault_every_step():
-    with shoal.make("shoal/Bandit-v0", INSTANCES, num_workers=1, inline=False) as envs:
+    with shoal.make("shoal/Stochastic-v0", INSTANCES, num_workers=1, inline=False) as envs:
         (worker,) = envs._transport._procs.values()
         assert faults_per_step(envs, worker.pid) < 5

@@ -8,9 +8,9 @@
 * Traffic: Ray starts, places and watches the actors, and carries nothing per step (a Ray call costs ~1 ms). Each
   actor listens on its node's address; the vector env connects to it (``multiprocessing.connection``, with a key
   it sent through Ray) and sends one message per node per batch: that node's commands and actions; one reply per
-  message brings each group's answer and its rows of every per-step array, copied into this process's buffers. A
-  node on the calling process's own machine sends no rows: the vector env maps the node's buffers (read-only) and
-  copies its rows from there (:func:`map_shared`).
+  message brings each group's answer and its rows of every per-step array, copied into this process's buffers. The
+  actor on the calling process's own Ray node sends no rows: the vector env maps its buffers (read-only) and copies
+  its rows from there (:func:`map_shared`).
 * First-N-of-M batches take the first groups answered, on any node: in asynchronous mode a node sends each answer
   back as soon as it has it (in synchronous mode, one reply per message).
 * Ray is joined at ``address`` (or ``RAY_ADDRESS``, or an already initialized Ray); otherwise a local Ray is started
@@ -54,8 +54,9 @@ _CONNECT_S = 10.0  # a node's address that cannot be reached by then will not be
 CHECK_S = 1.0
 """How often a wait asks Ray whether the actors it waits for are still alive."""
 MAP_SHARED = True
-"""Whether the rows of a node on the calling process's machine are read out of its memory (:func:`map_shared`)
-rather than sent over its connection (the tests turn it off to test the connection with every node)."""
+"""Whether the rows of the actor on the calling process's own Ray node are read out of its memory
+(:func:`map_shared`) rather than sent over its connection (the tests turn it off to test the connection with every
+node)."""
 _local = {"started": False, "open": 0}  # a local Ray shoal started, and how many transports use it
 
 

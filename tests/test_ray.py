@@ -102,6 +102,7 @@ def test_a_node_on_this_machine_is_read_from_its_memory_or_the_wire_alike(worker
     act = lambda i, t: (i * 5 + t * 3) % 4  # noqa: E731
     with make(backend="serial") as ref, make(backend="ray", num_workers=workers) as envs:
         assert [n.shared is not None for n in envs._transport._nodes] == [mapped]
+        mapping = envs._transport._nodes[0].mapping
         assert_same(ref.reset(seed=3), envs.reset(seed=3))
         for t in range(30):
             actions = np.array([act(i, t) for i in range(4)])
@@ -112,6 +113,7 @@ def test_a_node_on_this_machine_is_read_from_its_memory_or_the_wire_alike(worker
             expected, got = ref.step(actions), step(handle, torch.from_numpy(actions))
             for a, b in zip(expected[:4], got[:4]):
                 np.testing.assert_array_equal(a, b.numpy())
+    assert mapping is None or mapping.closed  # close() unmapped the node's memory
     with make(backend="serial") as ref, make(backend="ray", num_workers=workers, batch_size=2) as envs:
         assert [n.shared is not None for n in envs._transport._nodes] == [mapped]
         got = own_trajectories(envs, act, 4, 40)

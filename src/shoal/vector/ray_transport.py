@@ -482,7 +482,10 @@ class RayTransport(Transport):
                 self._ray.kill(node.actor)
             mapping, node.shared, node.mapping = node.mapping, None, None  # its views first: they hold the mapping
             if mapping is not None:
-                mapping.close()
+                try:
+                    mapping.close()
+                except BufferError:  # a view still held (by an exception's traceback): unmapped when it goes
+                    pass
         held, self._held = self._held, False
         release(self._ray, held)
 

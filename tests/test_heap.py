@@ -25,7 +25,7 @@ def minor_faults(pid: int) -> int:
 
 def faults_per_step(envs, pid, windows=3, steps=40):
     """Minor faults a step of process ``pid``: the fewest over ``windows`` windows of ``steps`` steps. The failure
-    looked for faults in every step of every window (~128 a step: a 512 KiB temporary mapped anew); a process can
+    looked for faults in every step of every window (hundreds a step: 512 KiB temporaries mapped anew); a process can
     also take a burst of faults it did not cause (seen once in a CI-like run, 126 a step over one window, while the
     machine was busy with other processes and passing every time alone), which the fewest leaves out."""
     envs.reset(seed=0)
@@ -42,7 +42,7 @@ def faults_per_step(envs, pid, windows=3, steps=40):
 
 
 def test_a_fresh_process_stepping_a_batch_native_env_does_not_fault_every_step():
-    # A fresh interpreter: its first large temporaries are what glibc maps and unmaps (before the fix, ~350 faults a
+    # A fresh interpreter: its first large temporaries are what glibc maps and unmaps (without the fix, ~550 faults a
     # step; a process that had already freed such blocks did not show it, so the test cannot run in pytest's own).
     code = textwrap.dedent(
         f"""

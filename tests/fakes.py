@@ -125,6 +125,38 @@ class AsReturned(gym.Env):
         return self._obs(), float(action), self.t >= self.length, False, {}
 
 
+class KeepsItsOutputs(gym.Env):
+    """Returns the observation and the info dict it keeps, changed in place by every step and reset (as an env
+    that reuses its buffers does): at step ``t`` the observation's values are ``t`` and the info is
+    ``{"phase": "step", "t": t, "inner": {"t": t}, "trace": array([t, t])}``; a reset writes -1 and ``"reset"``.
+    Episodes end at step ``length``. ``kind`` "array" (a Box) or "dict" (a Dict of a Box)."""
+
+    def __init__(self, kind: str = "array", length: int = 3) -> None:
+        box = spaces.Box(-10, 10, (2,), np.float32)
+        self.observation_space = box if kind == "array" else spaces.Dict({"x": box})
+        self.action_space = spaces.Discrete(2)
+        self.kind, self.length, self.t = kind, length, 0
+        self.values = np.zeros(2, np.float32)
+        self.obs = self.values if kind == "array" else {"x": self.values}
+        self.info: dict = {"inner": {}, "trace": np.zeros(2, np.int64)}
+
+    def _set(self, phase: str, t: int):
+        self.values[:] = t
+        self.info["phase"], self.info["t"], self.info["inner"]["t"] = phase, t, t
+        self.info["trace"][:] = t
+        return self.obs, self.info
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return self._set("reset", -1)
+
+    def step(self, action):
+        self.t += 1
+        obs, info = self._set("step", self.t)
+        return obs, 1.0, self.t >= self.length, False, info
+
+
 class BoolReward(gym.Env):
     """Rewards that are bools (Python's on even steps, numpy's on odd ones): whether the action was 1."""
 
@@ -588,14 +620,15 @@ class LiesAboutObs(ParallelEnv):
 class Chatter(ParallelEnv):
     """Two agents whose observation has a Text leaf (loose: not in the shared records) beside a Box; every episode
     ends at step ``length``. Agent ``k``'s observation at step ``t`` of episode ``n``: ``{"said": f"{n}:{t}:{k}",
-    "t": [t]}``; its info ``{"t": t}``."""
+    "t": [t]}``; its info ``{"t": t}`` (``keep_infos``: the dicts it keeps, which a reset sets to ``{"t": 0}``)."""
 
     metadata = {"name": "chatter_v0"}
     possible_agents = ["a", "b"]
     SPACE = spaces.Dict({"said": spaces.Text(12, charset="0123456789:"), "t": spaces.Box(0, 99, (1,), np.int64)})
 
-    def __init__(self, length=3):
+    def __init__(self, length=3, keep_infos=False):
         self.length, self.episode, self.t, self.agents = length, -1, 0, []
+        self.kept = {a: {} for a in self.possible_agents} if keep_infos else None
 
     def observation_space(self, agent):
         return self.SPACE
@@ -608,11 +641,20 @@ class Chatter(ParallelEnv):
 
     def reset(self, seed=None, options=None):
         self.episode, self.t, self.agents = self.episode + 1, 0, list(self.possible_agents)
+        if self.kept is not None:
+            for info in self.kept.values():
+                info["t"] = 0
+            return self._obs(), self.kept
         return self._obs(), {a: {} for a in self.agents}
 
     def step(self, actions):
         self.t += 1
         over = self.t >= self.length
         obs = self._obs()
-        return (obs, {a: 1.0 for a in self.agents}, {a: over for a in self.agents}, {a: False for a in self.agents},
-                {a: {"t": self.t} for a in self.agents})
+        infos = {a: {"t": self.t} for a in self.agents}
+        if self.kept is not None:
+            for a in self.agents:
+                self.kept[a]["t"] = self.t
+            infos = self.kept
+        flags = {a: False for a in self.agents}
+        return obs, {a: 1.0 for a in self.agents}, {a: over for a in self.agents}, flags, infos

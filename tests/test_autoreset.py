@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from functools import partial
+
+import gymnasium as gym
 import numpy as np
 import pytest
-from fakes import CountingEnv
+from fakes import CountingEnv, KeepsItsOutputs
 
 import shoal
 from shoal.errors import ResetNeededError
@@ -45,6 +48,37 @@ def test_same_step_table(backend):
         (2, 2.0, False, None),
         (0, 3.0, True, 3),
     ]
+
+
+@pytest.mark.parametrize("kind", ["array", "dict"])
+def test_same_step_finals_are_what_the_ending_step_returned_from_an_env_that_reuses_its_outputs(backend, kind):
+    """The env changes the observation and info it returned in the reset that follows: ``final_obs`` and
+    ``final_info`` still hold what the step that ended the episode returned (the values as they were then), and the
+    rows and infos returned are the reset's. Gymnasium's ``SyncVectorEnv`` gives the same ``final_info``; its
+    ``final_obs`` is the env's own object, so it shows the reset's values."""
+    fns = [partial(KeepsItsOutputs, kind)] * 3
+    with shoal.make(fns, autoreset_mode="same_step", **backend) as envs:
+        gym_envs = gym.vector.SyncVectorEnv(fns, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+        envs.reset(seed=0)
+        gym_envs.reset(seed=0)
+        for _ in range(3):
+            obs, _, term, _, info = envs.step(ACTIONS)
+            _, _, _, _, gym_info = gym_envs.step(ACTIONS)
+        gym_envs.close()
+    assert term.all() and info["_final_obs"].all() and info["_final_info"].all()
+    rows = obs if kind == "array" else obs["x"]
+    np.testing.assert_array_equal(rows, np.full((3, 2), -1))  # the reset's
+    assert list(info["phase"]) == ["reset"] * 3 and list(info["t"]) == [-1] * 3
+    for row in range(3):
+        final = info["final_obs"][row] if kind == "array" else info["final_obs"][row]["x"]
+        np.testing.assert_array_equal(final, [3, 3])
+    final_info = info["final_info"]
+    assert list(final_info["phase"]) == ["step"] * 3 and list(final_info["t"]) == [3] * 3
+    np.testing.assert_array_equal(final_info["inner"]["t"], [3] * 3)
+    np.testing.assert_array_equal(final_info["trace"], np.full((3, 2), 3))
+    for key in ("phase", "t", "trace"):
+        np.testing.assert_array_equal(final_info[key], gym_info["final_info"][key])
+    np.testing.assert_array_equal(final_info["inner"]["t"], gym_info["final_info"]["inner"]["t"])
 
 
 def test_disabled_table_and_partial_reset(backend):

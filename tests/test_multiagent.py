@@ -222,8 +222,8 @@ def test_variable_population_rows_same_step():
 def test_same_step_final_observations_keep_their_loose_leaves(config):
     """A Text leaf travels beside the shared records; in same-step mode each ended row's final_obs still holds it,
     as the env returned it at the step that ended the episode (and the next episode's first observation is the one
-    returned)."""
-    with shoal.make(Chatter, 2, autoreset_mode="same_step", **config) as envs:
+    returned). The env keeps its info dicts and changes them in that reset: ``final_info`` holds them as they were."""
+    with shoal.make(partial(Chatter, keep_infos=True), 2, autoreset_mode="same_step", **config) as envs:
         obs, _ = envs.reset(seed=0)
         assert list(obs["said"]) == ["0:0:0", "0:0:1"] * 2
         for _ in range(2):
@@ -236,6 +236,7 @@ def test_same_step_final_observations_keep_their_loose_leaves(config):
             np.testing.assert_array_equal(info["final_obs"][row]["t"], [3])
         assert list(obs["said"]) == ["1:0:0", "1:0:1"] * 2
         np.testing.assert_array_equal(info["final_info"]["t"], [3] * 4)
+        np.testing.assert_array_equal(info["t"], [0] * 4)  # the reset's
 
 
 def test_variable_population_disabled_autoreset_and_partial_reset():

@@ -11,7 +11,7 @@ import functools
 import gymnasium as gym
 import numpy as np
 import pytest
-from fakes import SpaceEnv
+from fakes import KeepsItsOutputs, SpaceEnv
 from helpers import assert_same
 
 import shoal
@@ -223,6 +223,24 @@ def test_infos_are_each_steps_own_when_the_env_keeps_one_dict(build):
     if build == "DummyVecEnv":  # nothing was written into the env's own dict
         assert sorted(envs.envs[0].info) == ["count", "nested"]
     envs.close()
+
+
+@pytest.mark.parametrize("build", list(BUILDS))
+def test_a_done_envs_info_and_terminal_observation_are_its_last_steps_when_the_env_reuses_them(build):
+    # The env changes the observation and info dict it returned in the reset that follows (SB3's own DummyVecEnv
+    # hands out the reset's values as the terminal_observation of such an env: it copies after the reset)
+    envs = BUILDS[build]([KeepsItsOutputs] * 2)
+    envs.reset()
+    for _ in range(3):
+        obs, _, dones, infos = envs.step(np.zeros(2, np.int64))
+    envs.close()
+    assert dones.all()
+    np.testing.assert_array_equal(obs, np.full((2, 2), -1))  # the reset's
+    for i in range(2):
+        np.testing.assert_array_equal(infos[i]["terminal_observation"], [3, 3])
+        assert (infos[i]["phase"], infos[i]["t"], infos[i]["inner"]["t"]) == ("step", 3, 3)
+        np.testing.assert_array_equal(infos[i]["trace"], [3, 3])
+        assert (envs.reset_infos[i]["phase"], envs.reset_infos[i]["t"]) == ("reset", -1)
 
 
 def test_the_ale_py_drop_in_in_same_step_mode_hands_sb3_its_final_observations():

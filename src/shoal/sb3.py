@@ -23,7 +23,6 @@ Needs ``pip install "shoal[sb3]"`` (with PyTorch installed first, or pip pulls i
 
 from __future__ import annotations
 
-import copy
 from itertools import repeat
 from typing import Any, Callable, Iterable, Sequence
 
@@ -35,7 +34,7 @@ from gymnasium.vector.utils import concatenate, create_empty_array
 
 from shoal.errors import ActionError, ConfigError, MissingDependencyError
 from shoal.spaces import FIXED_LEAVES
-from shoal.vector.infos import Finals, InfoParts
+from shoal.vector.infos import Finals, InfoParts, owned
 
 try:
     from stable_baselines3.common.vec_env import VecEnv as _SB3VecEnv
@@ -114,10 +113,9 @@ class VecEnv(_SB3VecEnv):
         for i, (last, final) in finals.items():  # the envs reset this step
             self.reset_infos[i] = infos[i]  # what came with the row after the reset: its reset info
             final["TimeLimit.truncated"] = cuts[i]
-            # a copy, as SB3's DummyVecEnv hands out (it deep-copies its infos): wrappers such as VecFrameStack
-            # rewrite it in place, and it may be the very object the env keeps (a serial env's own observation)
-            plain = type(last) is np.ndarray and last.dtype != object  # (its copy is whole: the common case)
-            final["terminal_observation"] = last.copy() if plain else copy.deepcopy(last)
+            # the engine's copy, taken before the reset (SB3's DummyVecEnv deep-copies its infos): wrappers such as
+            # VecFrameStack rewrite it in place, and the env may keep and change the object it returned
+            final["terminal_observation"] = last
             infos[i] = final
         for info, cut in zip(infos, cuts):  # (a final info has the key already: it stays where it is)
             info["TimeLimit.truncated"] = cut
@@ -236,21 +234,12 @@ def per_env(
             assert obs is not None, "final observations left in the buffers"
             values = obs if isinstance(obs, list) else records(obs)
             for env, last, info in zip(entry.ids.tolist(), values, entry.infos or repeat({})):
-                finals[env] = last, _own(info)
+                finals[env] = last, owned(info)
         else:
             env, info = entry
-            infos[env].update(_own(info))
+            infos[env].update(owned(info))
     for key, array in parts.arrays.items():
         for i, info in enumerate(infos):
             info[key] = array[i]
     return infos, finals
 
-
-def _own(info: dict[str, Any]) -> dict[str, Any]:
-    """A new dict of ``info``'s values, arrays copied and dicts made anew (what Gymnasium's vector form copies)."""
-    if not info:
-        return {}
-    return {
-        key: value.copy() if isinstance(value, np.ndarray) else _own(value) if isinstance(value, dict) else value
-        for key, value in info.items()
-    }

@@ -30,7 +30,7 @@ from gymnasium.vector import AutoresetMode
 
 from shoal.errors import EnvError, ResetNeededError, ShoalError
 from shoal.vector.buffers import Buffers
-from shoal.vector.infos import Entry, Finals
+from shoal.vector.infos import Entry, Finals, owned
 
 InfoEntries = list[Entry]
 """``(env_id, info)`` pairs in env order; in same-step mode, the :class:`~shoal.vector.infos.Finals` of the envs
@@ -425,8 +425,9 @@ class Engine(ABC):
         if self.autoreset_mode is not AutoresetMode.SAME_STEP:
             return _entries(self._listed(ids), step_infos)
         done, overs = ids[ended], ended.tolist()
-        ended_infos = [info for info, over in zip(step_infos, overs) if over]  # empty when step_infos is
-        finals = Finals(done, self._final_obs(done), self._final_infos(done, ended_infos))  # before the resets
+        # as they are now, before the resets: an env may hand out the info dict it keeps and change it in reset
+        ended_infos = [owned(info) for info, over in zip(step_infos, overs) if over]  # empty when step_infos is
+        finals = Finals(done, self._final_obs(done), self._final_infos(done, ended_infos))
         reset_infos = self._autoreset_envs(done)
         b.needs_reset[done] = False
         if not any(step_infos) and not any(reset_infos):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import sys
 from dataclasses import dataclass
 from itertools import repeat
@@ -65,6 +66,13 @@ class GymEngineFactory:
 
     def __call__(self, env_ids: range, buffers: Buffers, autoreset_mode: AutoresetMode) -> GymEngine:
         return GymEngine(self, env_ids, buffers, autoreset_mode)
+
+
+def standalone(obs: Any) -> Any:
+    """A copy of ``obs`` that nothing else holds (``info["final_obs"]`` outlives the reset that follows)."""
+    if type(obs) is np.ndarray and obs.dtype != object:  # the common case: a whole copy, ~20 times deepcopy's speed
+        return obs.copy()
+    return copy.deepcopy(obs)
 
 
 class GymEngine(Engine):
@@ -195,8 +203,8 @@ class GymEngine(Engine):
                 raise env_error(env_id, exc) from exc
             if terminated or truncated:
                 flagged = True
-                if finals is not None:
-                    finals[env_id] = obs
+                if finals is not None:  # a copy: an env may return the array it keeps and change it in reset
+                    finals[env_id] = standalone(obs)
             infos.append(info)
         self._quiet = not flagged
         return infos

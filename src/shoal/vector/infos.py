@@ -44,6 +44,17 @@ class InfoParts(NamedTuple):
     """Info arrays, a row per env of the batch (an engine's, ``steps_taken``, ``env_id``)."""
 
 
+def owned(info: dict[str, Any]) -> dict[str, Any]:
+    """A new dict of ``info``'s values, arrays copied and dicts made anew (what Gymnasium's vector form copies): an
+    env may hand out the info dict it keeps, and change it in its next ``step`` or ``reset``."""
+    if not info:
+        return {}
+    return {
+        key: value.copy() if isinstance(value, np.ndarray) else owned(value) if isinstance(value, dict) else value
+        for key, value in info.items()
+    }
+
+
 def add_info(infos: dict[str, Any], info: dict[str, Any], index: int, size: int) -> dict[str, Any]:
     """Add one env's ``info`` at row ``index`` of the vector ``infos`` (arrays of ``size`` rows); returns ``infos``."""
     for key, value in info.items():

@@ -125,6 +125,24 @@ class AsReturned(gym.Env):
         return self._obs(), float(action), self.t >= self.length, False, {}
 
 
+class IntFlags(gym.Env):
+    """Ends its episodes with int flags, as some older envs do: ``terminated`` a Python int 0 or 1 (every 5th step),
+    ``truncated`` a numpy int64 0 or 1 (every 7th step of an episode)."""
+
+    observation_space = spaces.Box(0, 100, (1,), np.float32)
+    action_space = spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.zeros(1, np.float32), {}
+
+    def step(self, action):
+        self.t += 1
+        terminated = int(self.t % 5 == 0 and action == 1)
+        return np.full(1, self.t, np.float32), 1.0, terminated, np.int64(self.t % 7 == 0), {}
+
+
 class KeepsItsOutputs(gym.Env):
     """Returns the observation and the info dict it keeps, changed in place by every step and reset (as an env
     that reuses its buffers does): at step ``t`` the observation's values are ``t`` and the info is
@@ -380,6 +398,8 @@ class BadDataEnv(gym.Env):
             reward = "1.5"  # numpy would store it as 1.5
         elif kind == "terminated_none":
             terminated = None
+        elif kind == "truncated_two":
+            truncated = 2  # an int, but not 0 or 1
         elif kind == "info_list":
             info = []
         elif kind == "info_unpicklable":

@@ -11,7 +11,7 @@ from contextlib import closing
 import gymnasium as gym
 import numpy as np
 import pytest
-from fakes import BadDataEnv, BoolReward, FaultyEnv, SpaceEnv
+from fakes import BadDataEnv, BoolReward, FaultyEnv, IntFlags, SpaceEnv
 from helpers import assert_same
 
 import shoal
@@ -25,7 +25,8 @@ BAD_STEPS = [
     ("reward_none", r"expected the reward as one real number, got None"),
     ("reward_array", r"expected the reward as one real number, got an array of shape \(2,\)"),
     ("reward_str", r"expected the reward as one real number, got str '1.5'"),
-    ("terminated_none", r"expected terminated as a bool, got None"),
+    ("terminated_none", r"expected terminated as a bool \(or an int 0 or 1\), got None"),
+    ("truncated_two", r"expected truncated as a bool \(or an int 0 or 1\), got int 2"),
     ("info_list", r"expected info as a dict, got list"),
     ("dict_missing_key", r"observation: expected a dict with keys \['id', 'pos'\], got \['pos'\]"),
     ("dict_leaf_shape", r"observation\['pos'\]: expected shape \(2,\) for Box\(.*\), got an array of shape \(3,\)"),
@@ -93,6 +94,21 @@ def test_bool_rewards_are_numbers_as_in_gymnasium(backend):
         assert_same(envs.reset(seed=0), ref.reset(seed=0))
         for action in actions:
             assert_same(envs.step(action), ref.step(action))
+
+
+def test_int_flags_0_and_1_are_bools_as_in_gymnasium(backend):
+    """An int 0 or 1 (Python's or numpy's) as ``terminated`` or ``truncated`` stores as a bool without loss: taken,
+    every step equal to Gymnasium's SyncVectorEnv (whose env checker only warns); other ints are refused above."""
+    fns = [IntFlags] * 3
+    actions = [np.array([t % 2, 1, (t // 3) % 2]) for t in range(30)]
+    with shoal.make(fns, **backend) as envs, closing(gym.vector.SyncVectorEnv(fns)) as ref:
+        assert_same(envs.reset(seed=0), ref.reset(seed=0))
+        ended = 0
+        for action in actions:
+            result = envs.step(action)
+            assert_same(result, ref.step(action))
+            ended += int(result[2].sum() + result[3].sum())
+    assert ended >= 6
 
 
 def test_unpicklable_info_names_the_env():

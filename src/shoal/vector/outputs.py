@@ -137,12 +137,15 @@ def check_reward(reward: Any) -> None:
 
 
 def check_flag(flag: Any, name: str) -> None:
-    """:class:`Rejected` unless ``flag`` is a bool (Python's or numpy's)."""
+    """:class:`Rejected` unless ``flag`` is a bool (Python's or numpy's), or an int 0 or 1, which stores as one
+    without loss (Gymnasium's env checker warns and its vector envs take it; an older env may end episodes so)."""
     if type(flag) in _BOOLS:
         return
     if isinstance(flag, (np.ndarray, np.generic)) and flag.shape == () and flag.dtype == np.bool_:
         return
-    raise Rejected(f"expected {name} as a bool, got {_describe(flag)}")
+    if isinstance(flag, (int, np.integer)) and (flag == 0 or flag == 1):
+        return
+    raise Rejected(f"expected {name} as a bool (or an int 0 or 1), got {_describe(flag)}")
 
 
 def rejected(env_id: int, env: Any, bad: Rejected, during: str) -> EnvOutputError:

@@ -367,7 +367,9 @@ class BadDataEnv(gym.Env):
 
     def __init__(self, kind: str = "obs_shape", at: int = 2, episode: int = 0, length: int = 1000) -> None:
         self.kind, self.at, self.episode, self.length, self.t, self.resets = kind, at, episode, length, 0, 0
-        self.observation_space = spaces.Box(0, 255, (4,), np.uint8 if "uint8" in kind else np.float32)
+        self.observation_space = spaces.Box(
+            0, 255, (2 if kind == "reset_obs_only" else 4,), np.uint8 if "uint8" in kind else np.float32
+        )
         if kind.startswith("dict"):
             self.observation_space = spaces.Dict(
                 {"pos": spaces.Box(-1, 1, (2,), np.float32), "id": spaces.Discrete(3)}
@@ -415,11 +417,17 @@ class BadDataEnv(gym.Env):
         self.observation_space.seed(seed)
         self.t = 0
         self.resets += 1
-        return self._results()[0], {}
+        obs = self._results()[0]
+        if self.kind == "reset_obs_only" and self.at == 0 and self.resets - 1 == self.episode:
+            return obs  # gym < 0.26's reset: the observation alone (of two values here, so it would unpack)
+        return obs, {}
 
     def step(self, action):
         self.t += 1
-        return self._results()
+        result = self._results()
+        if self.t == self.at and self.resets - 1 == self.episode and self.kind.startswith("step_"):
+            return {"step_four": result[:3] + result[4:], "step_none": None}[self.kind]
+        return result
 
 
 # -- batch-native envs ---------------------------------------------------------------------------------------------

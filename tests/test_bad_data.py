@@ -28,14 +28,17 @@ BAD_STEPS = [
     ("terminated_none", r"expected terminated as a bool \(or an int 0 or 1\), got None"),
     ("truncated_two", r"expected truncated as a bool \(or an int 0 or 1\), got int 2"),
     ("info_list", r"expected info as a dict, got list"),
+    ("step_four", r"expected a tuple \(observation, reward, terminated, truncated, info\), got a tuple of 4 values "
+                  r"\(the old Gym API's \(observation, reward, done, info\)\? Gymnasium's step returns five\)"),
+    ("step_none", r"expected a tuple \(observation, reward, terminated, truncated, info\), got None"),
     ("dict_missing_key", r"observation: expected a dict with keys \['id', 'pos'\], got \['pos'\]"),
     ("dict_leaf_shape", r"observation\['pos'\]: expected shape \(2,\) for Box\(.*\), got an array of shape \(3,\)"),
 ]
 
 
-# Caught on any step; the rest on each env's first. A string reward, which numpy would coerce, is refused where the
-# reward is written
-EVERY_STEP = {"obs_none", "reward_none", "reward_array", "reward_str"}
+# Caught on any step (a step's result that is not five values, too); the rest on each env's first. A string reward,
+# which numpy would coerce, is refused where the reward is written
+EVERY_STEP = {"obs_none", "reward_none", "reward_array", "reward_str", "step_four", "step_none"}
 
 
 def _fns(kind, at):
@@ -71,6 +74,15 @@ def test_dict_observations_are_checked_at_every_reset():
 def test_bad_reset_observations_name_the_env(kind):
     with shoal.make(_fns(kind, at=0), num_workers=2) as envs:
         with pytest.raises(errors.EnvOutputError, match=r"env 2 \(BadDataEnv\) returned bad data from reset\(\)"):
+            envs.reset(seed=0)
+
+
+def test_a_reset_that_returns_the_observation_alone_says_so(backend):
+    """gym < 0.26's reset returned the observation alone; one of two values would unpack as (observation, info)."""
+    match = (r"env 2 \(BadDataEnv\) returned bad data from reset\(\): expected a tuple \(observation, info\), got an "
+             r"array of shape \(2,\) and dtype float32 \(the observation alone\? Gymnasium's reset returns")
+    with shoal.make(_fns("reset_obs_only", at=0), **backend) as envs:
+        with pytest.raises(errors.EnvOutputError, match=match):
             envs.reset(seed=0)
 
 

@@ -16,7 +16,16 @@ from gymnasium.spaces.utils import is_space_dtype_shape_equiv
 from shoal.errors import ConfigError, SpaceMismatchError
 from shoal.vector.buffers import Buffers, item_writers
 from shoal.vector.engine import Engine, blame, env_error
-from shoal.vector.outputs import Rejected, check_flag, check_reward, observation_check, rejected
+from shoal.vector.outputs import (
+    RESET_RESULT,
+    STEP_RESULT,
+    Rejected,
+    check_flag,
+    check_reward,
+    observation_check,
+    rejected,
+    unexpected_result,
+)
 
 
 
@@ -148,9 +157,12 @@ class GymEngine(Engine):
         env = self.envs[env_id - self.env_ids.start]
         try:  # not blame(): a context manager costs more than the reset of a cheap env
             # options only when there are some, as SB3 passes them: an env written as reset(self, seed=None) works
-            obs, info = env.reset(seed=seed) if options is None else env.reset(seed=seed, options=options)
+            result = env.reset(seed=seed) if options is None else env.reset(seed=seed, options=options)
         except Exception as exc:
             raise env_error(env_id, exc) from exc
+        if type(result) not in (tuple, list) or len(result) != 2:  # (an observation of two values would unpack)
+            raise rejected(env_id, env, unexpected_result(result, RESET_RESULT), "reset")
+        obs, info = result
         try:
             self._check_obs(obs)
             if type(info) is not dict:
@@ -188,9 +200,13 @@ class GymEngine(Engine):
                 terms[env_id] = truncs[env_id] = False
                 continue
             try:
-                obs, reward, terminated, truncated, info = envs[env_id - first].step(action)
+                result = envs[env_id - first].step(action)
             except Exception as exc:
                 raise env_error(env_id, exc) from exc
+            try:  # (free unless it fails: no test on the hot path)
+                obs, reward, terminated, truncated, info = result
+            except (TypeError, ValueError):
+                raise rejected(env_id, envs[env_id - first], unexpected_result(result, STEP_RESULT), "step") from None
             if reward is None or obs is None or (unchecked is not None and env_id in unchecked):
                 self._check_step(env_id, obs, reward, terminated, truncated, info)
             try:

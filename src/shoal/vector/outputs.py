@@ -148,6 +148,25 @@ def check_flag(flag: Any, name: str) -> None:
     raise Rejected(f"expected {name} as a bool (or an int 0 or 1), got {_describe(flag)}")
 
 
+STEP_RESULT = ("observation", "reward", "terminated", "truncated", "info")
+RESET_RESULT = ("observation", "info")
+
+
+def unexpected_result(result: Any, names: tuple[str, ...]) -> Rejected:
+    """What is wrong with ``result``, which is not the tuple of ``names`` Gymnasium's ``step`` or ``reset`` returns
+    (the caller has seen that it is not: a tuple of that length)."""
+    expected = f"expected a tuple ({', '.join(names)})"
+    if not isinstance(result, (tuple, list)):
+        got = _describe(result)
+        if names == RESET_RESULT:  # gym < 0.26: reset() returned the observation alone
+            got += " (the observation alone? Gymnasium's reset returns (observation, info))"
+        return Rejected(f"{expected}, got {got}")
+    got = f"a {type(result).__name__} of {len(result)} values"
+    if names == STEP_RESULT and len(result) == 4:  # gym < 0.26
+        got += " (the old Gym API's (observation, reward, done, info)? Gymnasium's step returns five)"
+    return Rejected(f"{expected}, got {got}")
+
+
 def rejected(env_id: int, env: Any, bad: Rejected, during: str) -> EnvOutputError:
     """The error for env ``env_id`` (``env``) returning ``bad`` data from ``during`` (``"step"``, ``"reset"``)."""
     spec = getattr(env, "spec", None)

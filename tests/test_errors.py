@@ -45,6 +45,15 @@ def test_bad_actions(actions, error, match):
         envs.step(np.zeros(4, np.int64))  # the env is still usable
 
 
+@pytest.mark.parametrize("space", ["CartPole-v1", "Pendulum-v1"])  # a Discrete, a Box
+def test_none_as_actions_says_so(space):
+    with shoal.make(space, 2, backend="serial") as envs:
+        envs.reset(seed=0)
+        with pytest.raises(errors.ActionTypeError, match=r"actions: expected a batch of actions, got None$"):
+            envs.step(None)
+        envs.step(envs.action_space.sample())  # the env is still usable
+
+
 @pytest.mark.parametrize("dtype", [np.int64, np.int8])  # numpy's check reads signed actions as unsigned first
 @pytest.mark.parametrize("n", [3, 64, 65, 200])  # short batches are range-checked in Python, long ones in numpy
 def test_out_of_range_action_is_found_in_batches_of_any_length(n, dtype):

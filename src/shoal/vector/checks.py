@@ -26,6 +26,8 @@ _UNSIGNED = {  # a signed integer dtype (native byte order): its unsigned twin a
 
 
 def _as_array(value: Any, where: str) -> np.ndarray:
+    if value is None:  # (numpy would make it an object array, and the dtype would be what the error names)
+        raise ActionTypeError(f"{where}: expected a batch of actions, got None")
     try:
         array = np.asarray(value)
     except (ValueError, TypeError) as exc:

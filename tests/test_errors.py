@@ -92,6 +92,8 @@ def test_bad_structured_actions():
         ),
         ({"options": {"reset_mask": np.zeros(4, bool)}}, errors.ResetArgumentError, r"at least one True value"),
         ({"options": {"reset_mask": np.ones(4, np.int8)}}, TypeError, r"must have `dtype=np.bool_`, got int8"),
+        ({"options": [{}] * 4}, errors.ResetArgumentTypeError, r"options must be a dict \(the same options for every "
+                                                               r"env reset\) or None, got list"),
     ],
 )
 def test_bad_reset_arguments(kwargs, error, match):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import warnings
 import weakref
+from collections.abc import Mapping
 from typing import Any, Iterable, Literal, Sequence, TypeVar
 
 import gymnasium
@@ -23,6 +24,7 @@ from shoal.errors import (
     MissingDependencyError,
     NotResetError,
     ResetArgumentError,
+    ResetArgumentTypeError,
     ResetNeededError,
     UnpicklableError,
     WaitTimeoutError,
@@ -341,6 +343,10 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):  # type: ignore[misc]
         self, seed: int | Sequence[int | None] | None = None, options: dict[str, Any] | None = None
     ) -> None:
         """Start a reset; :meth:`reset_wait` returns its results."""
+        if options is not None and not isinstance(options, Mapping):
+            raise ResetArgumentTypeError(
+                f"options must be a dict (the same options for every env reset) or None, got {type(options).__name__}"
+            )
         self._check_idle("reset_async", full="reset_mask" not in (options or {}))
         options = dict(options or {})
         mask = options.pop("reset_mask", None)

@@ -173,6 +173,26 @@ def test_config_errors_say_what_to_do():
         envs.step(np.zeros(2, np.int64))
 
 
+class _TupleSpace(gym.Env):
+    observation_space = (2,)  # a shape where a space is due
+    action_space = gym.spaces.Discrete(2)
+
+
+class _NoSpaces(gym.Env):
+    def step(self, action):
+        return np.zeros(2), 0.0, False, False, {}
+
+
+@pytest.mark.parametrize("kw", [{"backend": "serial"}, {"num_workers": 2}])
+def test_envs_without_gymnasium_spaces_say_so(kw):
+    with pytest.raises(errors.ConfigError, match=r"_TupleSpace.observation_space is tuple \(2,\), not a gymnasium Sp"):
+        shoal.make(_TupleSpace, 2, **kw)
+    with pytest.raises(errors.ConfigError, match=r"expected a gymnasium.Env \(with observation_space, action_space"):
+        shoal.make(_NoSpaces, 2, **kw)
+    with pytest.raises(errors.ConfigError, match=r"from the env constructor, got NoneType"):
+        shoal.make(lambda: None, 2, **kw)
+
+
 def test_foreign_envs_say_what_they_are():
     pettingzoo = pytest.importorskip("pettingzoo")
     with warnings.catch_warnings():

@@ -56,6 +56,13 @@ def refuse_foreign(env: Any) -> None:
             f"expected a gymnasium.Env (with observation_space, action_space, reset and step) from the env "
             f"constructor, got {name} from module {module or '?'}"
         )
+    for which in ("observation_space", "action_space"):
+        space = getattr(env, which)
+        if not isinstance(space, spaces.Space):
+            raise ConfigError(
+                f"{name}.{which} is {type(space).__name__} {space!r:.60}, not a gymnasium Space (e.g. "
+                f"gymnasium.spaces.Box(low, high, shape))"
+            )
 
 
 _MODE_TEXT = {"different": "'different'", "custom": "(batched space, single space)"}  # as the user wrote it

@@ -1,6 +1,6 @@
 """The cost of Ray against multiprocessing, and of a sweep spread over a (simulated) Ray cluster, in one run.
 
-    python benchmarks/bench_ray.py [--seconds 2] [--rounds 4] [--sweep-steps 1000]
+    python benchmarks/bench_ray.py [--seconds 2] [--rounds 4] [--sweep-steps 1000] [--sweep-only | --wire]
 
 1. One machine: the same vector env, the same workers (one per core), random actions; steps/s of each backend (best
    of ``--rounds``, each round running both in turn) and the ratio ray / multiprocessing (the median of the rounds'
@@ -13,6 +13,9 @@
    as in 1. Rates are agent steps over the seconds spent stepping (start-up excluded; for the spread sweep, the
    slower node's). Both nodes share this machine's cores: on a 2-core machine, "together" has one core per node, as
    each had alone, plus the calling process.
+
+``--wire`` runs only Breakout x 16 with the node read over its connection, as a node on another machine is (see
+:func:`over_the_wire` for shaping the link with ``tc``).
 """
 
 from __future__ import annotations
@@ -49,6 +52,27 @@ def ratios(numerators: list[float], denominators: list[float]) -> str:
     """The rounds' ratios (:func:`bench_atari.round_ratios`): their median, and their range."""
     median, lowest, highest = round_ratios(numerators, denominators)
     return f"{median:.2f}x (rounds {lowest:.2f}-{highest:.2f}x)"
+
+
+def over_the_wire(seconds: float, rounds: int) -> None:
+    """Breakout x 16 on Ray with the node read over its connection, as a node on another machine is (its rows as
+    frames: shoal.vector.stacks), against multiprocessing. Shape the loopback first to see a link's effect, e.g.
+    ``tc qdisc add dev lo root tbf rate 125mbit burst 512kb latency 200ms`` (root; ``tc qdisc del dev lo root``
+    after): 125 Mb/s is to 2 cores what 1 Gb/s is to 16."""
+    from shoal.vector import ray_transport
+
+    ray.init(num_cpus=os.cpu_count(), include_dashboard=False, logging_level="WARNING")
+    workers = os.cpu_count()
+    rates: dict[str, list[float]] = {"multiprocessing": [], "ray": []}
+    for _ in range(rounds):
+        for backend, got in rates.items():
+            ray_transport.MAP_SHARED = False
+            got.append(rate(lambda: shoal.AtariVectorEnv(
+                games=["breakout"] * 16, backend=backend, num_workers=workers, **SETTINGS), seconds))
+    mp, wire = rates["multiprocessing"], rates["ray"]
+    print(f"Breakout x16 over the connection   multiprocessing {max(mp):9,.0f} steps/s   ray {max(wire):9,.0f} "
+          f"steps/s   ray / multiprocessing {ratios(wire, mp)}", flush=True)
+    ray.shutdown()
 
 
 def one_machine(seconds: float, rounds: int) -> None:
@@ -118,8 +142,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--sweep-steps", type=int, default=1000)
     parser.add_argument("--sweep-only", action="store_true", help="only part 2")
+    parser.add_argument("--wire", action="store_true", help="only Breakout x 16 with the node read over its connection")
     args = parser.parse_args()
     os.environ.pop("RAY_ADDRESS", None)
+    if args.wire:
+        over_the_wire(args.seconds, args.rounds)
+        return
     if not args.sweep_only:
         one_machine(args.seconds, args.rounds)
     cluster_sweep(args.sweep_steps, args.rounds)

@@ -143,6 +143,28 @@ class IntFlags(gym.Env):
         return np.full(1, self.t, np.float32), 1.0, terminated, np.int64(self.t % 7 == 0), {}
 
 
+class Stacked(gym.Env):
+    """Frame stacks as an Atari env returns them: ``(4, 16, 16)`` uint8, each step the stack shifted by a frame and a
+    new random one on top (its first pixel the action); a reset stacks four new frames. Episodes end at a length
+    drawn at each reset (3 to 11 steps)."""
+
+    observation_space = spaces.Box(0, 255, (4, 16, 16), np.uint8)
+    action_space = spaces.Discrete(3)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t, self.length = 0, int(self.np_random.integers(3, 12))
+        self.stack = self.np_random.integers(0, 256, (4, 16, 16), dtype=np.uint8)
+        return self.stack.copy(), {}
+
+    def step(self, action):
+        self.t += 1
+        frame = self.np_random.integers(0, 256, (1, 16, 16), dtype=np.uint8)
+        frame[0, 0, 0] = action
+        self.stack = np.concatenate([self.stack[1:], frame])
+        return self.stack.copy(), float(action), self.t >= self.length, False, {}
+
+
 class KeepsItsOutputs(gym.Env):
     """Returns the observation and the info dict it keeps, changed in place by every step and reset (as an env
     that reuses its buffers does): at step ``t`` the observation's values are ``t`` and the info is

@@ -20,7 +20,7 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 import pytest
-from fakes import BigArraysEnv, FaultyEnv, SpaceEnv, made_in_worker
+from fakes import BigArraysEnv, FaultyEnv, SpaceEnv, Stacked, made_in_worker
 from helpers import run_without
 
 import shoal
@@ -123,6 +123,99 @@ def test_a_node_on_this_machine_is_read_from_its_memory_or_the_wire_alike(worker
             for i in range(4):
                 np.testing.assert_array_equal(got[i][t][0], expected[0][i])
                 assert got[i][t][1:4] == (expected[1][i], expected[2][i], expected[3][i])
+
+
+def test_frame_stacks_cross_the_wire_as_new_frames_and_equal_the_serial_backend(monkeypatch):
+    """A node whose rows go on the wire (as from another machine) sends a stack shifted by one frame as its new
+    frame; steps with autoresets, sequences (a stack shifted by two goes whole) and partial resets still equal the
+    serial backend, and most replies are smaller than their observation rows alone."""
+    from helpers import assert_same
+
+    import shoal.vector.ray_transport as ray_transport
+
+    monkeypatch.setattr(ray_transport, "MAP_SHARED", False)
+    sizes = []
+    read = ray_transport.read_reply
+
+    def measured(message, *args):
+        sizes.append(len(message))
+        return read(message, *args)
+
+    monkeypatch.setattr(ray_transport, "read_reply", measured)
+    fns = [Stacked] * 6
+    act = lambda t: np.array([(t + i) % 3 for i in range(6)])  # noqa: E731
+    with shoal.make(fns, backend="serial") as ref, shoal.make(fns, backend="ray", num_workers=2) as envs:
+        assert envs._transport._frames is not None
+        assert_same(ref.reset(seed=1), envs.reset(seed=1))
+        for t in range(30):
+            assert_same(ref.step(act(t)), envs.step(act(t)))
+        sizes.clear()
+        for t in range(30, 60):
+            assert_same(ref.step(act(t)), envs.step(act(t)))
+        assert np.median(sizes) < 3 * 4 * 16 * 16  # a reply (a node's 3 envs) is smaller than its rows alone
+        sequences = [np.array([1, 2])] * 3 + [np.array([0])] * 3
+        assert_same(ref.step(sequences, gamma=0.5), envs.step(sequences, gamma=0.5))
+        mask = np.array([True, False, False, True, True, False])
+        assert_same(ref.reset(seed=9, options={"reset_mask": mask}), envs.reset(seed=9, options={"reset_mask": mask}))
+        for t in range(60, 80):
+            assert_same(ref.step(act(t)), envs.step(act(t)))
+
+
+def test_frames_rebuild_rows_exactly_read_twice_or_cut_short():
+    """Sender and Receiver over 40 replies of changing subsets of 6 envs: stacks shifted by one frame (sent as their
+    new frame), by two, reset, unchanged (sent whole). Each reply rebuilds the rows exactly; read again, it rebuilds
+    the same; read again after its rows were written but before its one store that marks them read (where an
+    interrupt can land), too. Float frames rebuild bit for bit (-0.0, NaN). Then rows that are no stacks, which the
+    sender gives up on."""
+    from shoal.spaces import Layout
+    from shoal.vector.buffers import BufferSpec
+    from shoal.vector.stacks import FRAMES, GIVE_UP, RAW, Receiver, Sender, stacked
+
+    spec = BufferSpec(6, Layout(gym.spaces.Box(0, 255, (4, 16, 16), np.uint8)), Layout(gym.spaces.Discrete(2)))
+    assert stacked(spec)
+    assert not stacked(BufferSpec(6, Layout(gym.spaces.Box(0, 1, (512,), np.float32)), spec.action))  # not 2-D
+    assert not stacked(BufferSpec(6, Layout(gym.spaces.Box(0, 255, (4, 8, 8), np.uint8)), spec.action))  # 256 bytes
+    rng = np.random.default_rng(0)
+    obs = rng.integers(0, 256, (6, 4, 16, 16), dtype=np.uint8)
+    sender, receiver = Sender(spec), Receiver(spec)
+    subsets = [[range(0, 6)], [range(0, 2), range(3, 6)], [range(2, 3)], [range(4, 6)]]
+    frame, whole = 16 * 16, 4 * 16 * 16
+    for number in range(40):
+        ranges = subsets[number % 4]
+        ids = np.concatenate([np.arange(r.start, r.stop) for r in ranges])
+        kinds = {}
+        for i in ids.tolist():
+            kind = ["shift", "shift", "shift", "two", "reset", "same"][(number + i) % 6]
+            kinds[i] = kind
+            if kind != "same":
+                new = rng.integers(0, 256, (2 if kind == "two" else 4 if kind == "reset" else 1, 16, 16), np.uint8)
+                obs[i] = np.concatenate([obs[i][len(new):], new])
+        message = memoryview(b"".join(sender.encode(obs, ranges)))
+        shifted = [kinds[i] == "shift" and number > 0 for i in ids.tolist()]  # (reply 0: every env's first row, whole)
+        assert len(message) == 1 + len(ids) + sum(frame if s else whole for s in shifted)
+        before = receiver.state.copy()
+        for attempt in range(3):
+            out = np.zeros((len(ids), 4, 16, 16), np.uint8)
+            assert len(receiver.decode(message, number, ranges, out)) == 0
+            np.testing.assert_array_equal(out, obs[ids])
+            if attempt == 1:
+                receiver.state[:] = before  # as if cut short before the store: rebuilt again from the same copies
+    floats = BufferSpec(2, Layout(gym.spaces.Box(-1, 1, (2, 16, 16), np.float32)), spec.action)
+    rows, sender_f, receiver_f = np.zeros((2, 2, 16, 16), np.float32), Sender(floats), Receiver(floats)
+    for number, (old, new) in enumerate([(0.5, 0.0), (-0.0, 0.25), (0.25, np.nan), (np.nan, 1.0)]):
+        rows[:, 0], rows[:, 1] = old, new  # the older frame: the last row's newer one, but -0.0 for 0.0, a NaN
+        message = memoryview(b"".join(sender_f.encode(rows, [range(0, 2)])))
+        out = np.zeros_like(rows)
+        receiver_f.decode(message, number, [range(0, 2)], out)
+        assert out.tobytes() == rows.tobytes()
+    for number in range(40, 40 + GIVE_UP + 2):  # rows that are no stacks: after GIVE_UP replies, raw for good
+        obs[:] = rng.integers(0, 256, obs.shape, np.uint8)
+        message = memoryview(b"".join(sender.encode(obs, [range(0, 6)])))
+        assert message[:1] == (RAW if number >= 40 + GIVE_UP else FRAMES)
+        assert len(message) == 1 + (6 if number < 40 + GIVE_UP else 0) + obs.nbytes
+        out = np.zeros_like(obs)
+        assert len(receiver.decode(message, number, [range(0, 6)], out)) == 0
+        np.testing.assert_array_equal(out, obs)
 
 
 def test_a_nodes_memory_is_mapped_read_only_and_only_when_the_file_is_its_own():

@@ -4,8 +4,9 @@ The actor builds the same transport ``backend="multiprocessing"`` uses (shared m
 share itself in synchronous mode), or, for a single worker's share, steps the envs itself (the serial transport).
 It then serves one connection from the vector env (``multiprocessing.connection``, authenticated by a key that came
 through Ray): a message per batch carries the commands of this node's groups and their actions; a reply carries
-the answers of some of them and their rows of every per-step array, unless the vector env runs on this machine and
-reads those rows out of the node's memory (:data:`SHARED`; see :func:`shared_block`). In synchronous mode one reply
+the answers of some of them and their rows of every per-step array (frame stacks as their new frames:
+:mod:`shoal.vector.stacks`), unless the vector env runs on this machine and reads those rows out of the node's memory
+(:data:`SHARED`; see :func:`shared_block`). In synchronous mode one reply
 answers each message, once all its groups are done. In asynchronous mode (several groups per worker) each answer goes
 back as soon as the pool has it, so that the vector env's first-N-of-M batch can take it, and while groups are in
 flight the actor looks for a new message every :data:`POLL_S` as it waits for its workers, so that a group sent
@@ -29,6 +30,7 @@ from shoal.errors import WaitTimeoutError
 from shoal.vector import _worker
 from shoal.vector.buffers import Buffers, BufferSpec
 from shoal.vector.engine import Command
+from shoal.vector.stacks import Receiver, Sender, stacked
 from shoal.vector.transport import Transport, pickled
 
 POLL_S = 0.001
@@ -66,6 +68,7 @@ class NodeHost:
         self.local: Transport | None = None
         self.block: tuple[int, int, int, int, int] | None = None  # see shared_block()
         self.rows = True  # replies carry the rows (until the vector env says it maps the node's memory)
+        self.frames: Sender | None = None  # with rows that are frame stacks: the rows sent last (shoal.vector.stacks)
         self.authkey = authkey
         self.server = socket.create_server((ray.util.get_node_ip_address(), 0))
         try:
@@ -161,7 +164,10 @@ class NodeHost:
             owed.difference_update(groups)
             answers = [answered.pop(g) for g in groups]
             ranges = [self.ranges[g] for g in groups]
-            conn.send_bytes(reply(replies, groups, answers, local.buffers if self.rows else None, ranges))
+            rows = local.buffers if self.rows else None
+            if rows is not None and self.frames is None and stacked(rows.spec):
+                self.frames = Sender(rows.spec)
+            conn.send_bytes(reply(replies, groups, answers, rows, ranges, self.frames if self.rows else None))
             replies += 1
 
     def _start(self, message: bytes, local: Transport, answered: dict[int, tuple[bool, Any]]) -> list[int]:
@@ -182,8 +188,8 @@ class NodeHost:
 
 
 # -- the wire: a message is b"S" (a plain step), b"P" (pickled commands) or CLOSE; a reply is its number, the
-# answers, pickled unless all are empty, then the rows of every per-step array, raw. Both sides know the row sizes
-# from the spec.
+# answers, pickled unless all are empty, then the rows of every per-step array, raw (observations that may be frame
+# stacks: as frames, shoal.vector.stacks). Both sides know the row sizes from the spec.
 
 _COUNT = struct.Struct("<i")
 NUMBER = struct.Struct("<q")
@@ -219,11 +225,13 @@ def read_request(message: bytes, actions: np.ndarray, ranges: dict[int, range]) 
 
 
 def reply(
-    number: int, groups: list[int], answers: list[tuple[bool, Any]], buffers: Buffers | None, ranges: list[range]
+    number: int, groups: list[int], answers: list[tuple[bool, Any]], buffers: Buffers | None, ranges: list[range],
+    frames: Sender | None = None,
 ) -> bytes:
     """A node's reply ``number``: its answers for ``groups`` (env ids ``ranges``): the groups, their answers
     (encoded as a worker's; pickled unless all are empty), and their rows of every per-step array in ``buffers``,
-    raw (None: no rows; the reader maps the node's memory)."""
+    raw (None: no rows; the reader maps the node's memory), the observations as ``frames`` encodes them if given
+    (:mod:`shoal.vector.stacks`)."""
     encoded = []
     for ids, (ok, value) in zip(ranges, answers):
         try:
@@ -235,18 +243,24 @@ def reply(
                         _COUNT.pack(len(header)), header]
     if buffers is not None:
         ranges = joined(ranges)
-        for array in step_arrays(buffers, buffers.slot(0)):
+        arrays = step_arrays(buffers, buffers.slot(0))
+        if frames is not None:
+            parts += frames.encode(arrays[0], ranges)
+            arrays = arrays[1:]
+        for array in arrays:
             parts += [array[ids.start : ids.stop] for ids in ranges]
     return b"".join(parts)
 
 
 def read_reply(
-    message: bytes, buffers: Buffers, ranges: Sequence[range], shared: Buffers | None = None
+    message: bytes, buffers: Buffers, ranges: Sequence[range], shared: Buffers | None = None,
+    frames: Receiver | None = None, number: int = 0,
 ) -> list[tuple[int, tuple[bool, Any]]]:
-    """The groups of a reply (without its number) and their answers, their rows copied into ``buffers``
-    (observations: into their target slots) from the reply, or from ``shared`` (the node's own buffers, mapped:
-    the reply carries no rows); ``ranges``: every group's env ids. Reading one twice writes the same (the node
-    does not touch a group's rows again before its next command, which is sent after this read)."""
+    """The groups of reply ``number`` (``message``: without its number) and their answers, their rows copied into
+    ``buffers`` (observations: into their target slots) from the reply, or from ``shared`` (the node's own buffers,
+    mapped: the reply carries no rows); ``ranges``: every group's env ids; ``frames``: where the observations came
+    as frames (:mod:`shoal.vector.stacks`). Reading one twice writes the same (the node does not touch a group's
+    rows again before its next command, which is sent after this read)."""
     (count,) = _COUNT.unpack_from(message)
     groups = np.frombuffer(message, np.int32, count, _COUNT.size).tolist()
     offset = _COUNT.size * 2 + 4 * count
@@ -258,7 +272,10 @@ def read_reply(
         span = np.concatenate([np.arange(r.start, r.stop) for r in mine])
         if shared is None:
             obs = np.empty((len(span), *buffers.obs.shape[1:]), buffers.obs.dtype)
-            data = _unpack(data, [obs], [range(len(span))])
+            if frames is None:
+                data = _unpack(data, [obs], [range(len(span))])
+            else:
+                data = frames.decode(data, number, mine, obs)
         else:
             obs = shared.obs[span]
         buffers.obs[buffers.target_rows(span)] = obs
@@ -267,6 +284,9 @@ def read_reply(
     else:
         arrays = step_arrays(buffers, buffers.slot(0))
         sources = None if shared is None else step_arrays(shared, shared.slot(0))
+        if frames is not None and shared is None:
+            data = _rebuilt(data, frames, number, mine, arrays[0])
+            arrays = arrays[1:]
     if sources is None:
         _unpack(data, arrays, mine)
     else:
@@ -274,6 +294,19 @@ def read_reply(
             for ids in mine:
                 array[ids.start : ids.stop] = source[ids.start : ids.stop]
     return [(g, _worker.decode(a)) for g, a in zip(groups, answers)]
+
+
+def _rebuilt(data: memoryview, frames: Receiver, number: int, ranges: list[range], obs: np.ndarray) -> memoryview:
+    """:meth:`Receiver.decode` into rows ``ranges`` of ``obs`` (one env per row); the rest of ``data``."""
+    if len(ranges) == 1:
+        return frames.decode(data, number, ranges, obs[ranges[0].start : ranges[0].stop])
+    staged = np.empty((sum(len(r) for r in ranges), *obs.shape[1:]), obs.dtype)
+    data = frames.decode(data, number, ranges, staged)
+    at = 0
+    for ids in ranges:
+        obs[ids.start : ids.stop] = staged[at : at + len(ids)]
+        at += len(ids)
+    return data
 
 
 def step_arrays(buffers: Buffers, obs: np.ndarray | None) -> list[np.ndarray]:

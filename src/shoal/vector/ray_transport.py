@@ -46,6 +46,7 @@ from shoal.vector.engine import Command, Op
 from shoal.vector.ray_node import (
     CLOSE, NUMBER, SHARED, NodeHost, command_request, no_delay, read_reply, step_arrays, step_request,
 )
+from shoal.vector.stacks import Receiver, stacked
 from shoal.vector.transport import EngineFactory, Transport, messages, pickled, raise_first, timed_out
 
 _CLOSE_GRACE_S = 5.0
@@ -215,6 +216,7 @@ class RayTransport(Transport):
         self._node_of: dict[int, _Node] = {}
         self._answers: dict[int, tuple[bool, Any]] = {}  # group -> answer read, not yet gathered (in arrival order)
         self._plans: dict[tuple[int, ...], list[tuple[_Node, list[int], list[range]]]] = {}  # see step()
+        self._frames: Receiver | None = None  # the rows read last, where observations come as frames
         try:
             self._start(factory, spec, autoreset_mode)
         except BaseException:
@@ -264,6 +266,8 @@ class RayTransport(Transport):
         shared = [n.shared for n in self._nodes if n.shared is not None]
         if shared:
             self.buffers = placed(spec, shared)
+        if len(shared) < len(self._nodes) and stacked(spec):  # rows on the wire, as frames
+            self._frames = Receiver(spec)
 
     # -- moving data -----------------------------------------------------------------------------------------------
 
@@ -410,7 +414,8 @@ class RayTransport(Transport):
         except (EOFError, OSError):
             self._fail(node)
             return
-        for group, answer in read_reply(message, self.buffers, self.groups, node.shared):
+        frames = self._frames if node.shared is None else None
+        for group, answer in read_reply(message, self.buffers, self.groups, node.shared, frames, number):
             if group in node.owed:  # (an answer for a group already failed, when a worker died, is dropped)
                 node.owed.discard(group)
                 self._answers[group] = answer

@@ -125,24 +125,6 @@ class AsReturned(gym.Env):
         return self._obs(), float(action), self.t >= self.length, False, {}
 
 
-class IntFlags(gym.Env):
-    """Ends its episodes with int flags, as some older envs do: ``terminated`` a Python int 0 or 1 (every 5th step),
-    ``truncated`` a numpy int64 0 or 1 (every 7th step of an episode)."""
-
-    observation_space = spaces.Box(0, 100, (1,), np.float32)
-    action_space = spaces.Discrete(2)
-
-    def reset(self, *, seed=None, options=None):
-        super().reset(seed=seed)
-        self.t = 0
-        return np.zeros(1, np.float32), {}
-
-    def step(self, action):
-        self.t += 1
-        terminated = int(self.t % 5 == 0 and action == 1)
-        return np.full(1, self.t, np.float32), 1.0, terminated, np.int64(self.t % 7 == 0), {}
-
-
 class Stacked(gym.Env):
     """Frame stacks as an Atari env returns them: ``(4, 16, 16)`` uint8, each step the stack shifted by a frame and a
     new random one on top (its first pixel the action); a reset stacks four new frames. Episodes end at a length
@@ -212,6 +194,16 @@ class BoolReward(gym.Env):
         self.t += 1
         hit = int(action) == 1
         return np.full(1, self.t, np.float32), hit if self.t % 2 == 0 else np.bool_(hit), False, self.t >= 5, {}
+
+
+class IntFlags(BoolReward):
+    """Ends its episodes with int flags, as some older envs do: ``terminated`` a Python int 0 or 1 (every 5th step,
+    with action 1), ``truncated`` a numpy int64 0 or 1 (every 7th step of an episode); the reward 1.0."""
+
+    def step(self, action):
+        self.t += 1
+        terminated = int(self.t % 5 == 0 and action == 1)
+        return np.full(1, self.t, np.float32), 1.0, terminated, np.int64(self.t % 7 == 0), {}
 
 
 class SlowEnv(gym.Env):

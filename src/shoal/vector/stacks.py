@@ -92,7 +92,7 @@ class Receiver:
 
     def decode(self, data: memoryview, number: int, ranges: list[range], out: np.ndarray) -> memoryview:
         """Rebuild the rows of envs ``ranges`` from reply ``number``'s ``data`` (:meth:`Sender.encode`'s form)
-        into ``out`` (one row per env, in order, C-contiguous); the rest of ``data``."""
+        into ``out`` (one row per env, in order); the rest of ``data``."""
         depth, frame = self.depth, self._frame
         ids = np.concatenate([np.arange(r.start, r.stop) for r in ranges])
         count = len(ids)
@@ -125,5 +125,8 @@ class Receiver:
                 self.ring[(ids[whole] * depth)[:, None] + np.arange(depth)] = full
             self.state[ids[fresh]] = depth * number + newest[fresh]  # one store: rebuilt from this reply
         order = (ids * depth)[:, None] + (newest[:, None] + 1 + np.arange(depth)) % depth
-        np.take(self.ring, order, axis=0, out=out.reshape(count, depth, *self.ring.shape[1:]), mode="clip")
+        if out.flags.c_contiguous:  # (reshaped, a view of it: the gather writes straight into the rows)
+            np.take(self.ring, order, axis=0, out=out.reshape(count, depth, *self.ring.shape[1:]), mode="clip")
+        else:
+            out[:] = self.ring[order]
         return data[offset:]

@@ -125,8 +125,5 @@ class Receiver:
                 self.ring[(ids[whole] * depth)[:, None] + np.arange(depth)] = full
             self.state[ids[fresh]] = depth * number + newest[fresh]  # one store: rebuilt from this reply
         order = (ids * depth)[:, None] + (newest[:, None] + 1 + np.arange(depth)) % depth
-        if out.flags.c_contiguous:  # (reshaped, a view of it: the gather writes straight into the rows)
-            np.take(self.ring, order, axis=0, out=out.reshape(count, depth, *self.ring.shape[1:]), mode="clip")
-        else:
-            out[:] = self.ring[order]
+        np.take(self.ring, order, axis=0, out=out, mode="clip")  # (count, depth, *frame): straight into the rows
         return data[offset:]

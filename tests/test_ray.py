@@ -162,23 +162,23 @@ def test_frame_stacks_cross_the_wire_as_new_frames_and_equal_the_serial_backend(
 
 
 def test_frames_rebuild_rows_exactly_read_twice_or_cut_short():
-    """Sender and Receiver over 40 replies of changing subsets of 6 envs: stacks shifted by one frame (sent as their
-    new frame), by two, reset, unchanged (sent whole). Each reply rebuilds the rows exactly; read again, it rebuilds
-    the same; read again after its rows were written but before its one store that marks them read (where an
-    interrupt can land), too. Float frames rebuild bit for bit (-0.0, NaN). Then rows that are no stacks, which the
-    sender gives up on."""
+    """Sender and Receiver over 40 replies of changing subsets of a node's 6 envs (2..7 of 8): stacks shifted by one
+    frame (sent as their new frame), by two, reset, unchanged (sent whole). Each reply rebuilds the rows exactly; read
+    again, it rebuilds the same; read again after its rows were written but before its one store that marks them
+    read (where an interrupt can land), too. Float frames rebuild bit for bit (-0.0, NaN). Then rows that are no
+    stacks, which the sender gives up on."""
     from shoal.spaces import Layout
     from shoal.vector.buffers import BufferSpec
     from shoal.vector.stacks import FRAMES, GIVE_UP, RAW, Receiver, Sender, stacked
 
-    spec = BufferSpec(6, Layout(gym.spaces.Box(0, 255, (4, 16, 16), np.uint8)), Layout(gym.spaces.Discrete(2)))
+    spec = BufferSpec(8, Layout(gym.spaces.Box(0, 255, (4, 16, 16), np.uint8)), Layout(gym.spaces.Discrete(2)))
     assert stacked(spec)
-    assert not stacked(BufferSpec(6, Layout(gym.spaces.Box(0, 1, (512,), np.float32)), spec.action))  # not 2-D
-    assert not stacked(BufferSpec(6, Layout(gym.spaces.Box(0, 255, (4, 8, 8), np.uint8)), spec.action))  # 256 bytes
+    assert not stacked(BufferSpec(8, Layout(gym.spaces.Box(0, 1, (512,), np.float32)), spec.action))  # not 2-D
+    assert not stacked(BufferSpec(8, Layout(gym.spaces.Box(0, 255, (4, 8, 8), np.uint8)), spec.action))  # 256 bytes
     rng = np.random.default_rng(0)
-    obs = rng.integers(0, 256, (6, 4, 16, 16), dtype=np.uint8)
-    sender, receiver = Sender(spec), Receiver(spec)
-    subsets = [[range(0, 6)], [range(0, 2), range(3, 6)], [range(2, 3)], [range(4, 6)]]
+    obs = rng.integers(0, 256, (8, 4, 16, 16), dtype=np.uint8)
+    sender, receiver = Sender(spec, range(2, 8)), Receiver(spec)  # a node hosting envs 2..7
+    subsets = [[range(2, 8)], [range(2, 4), range(5, 8)], [range(4, 5)], [range(6, 8)]]
     frame, whole = 16 * 16, 4 * 16 * 16
     for number in range(40):
         ranges = subsets[number % 4]
@@ -203,21 +203,22 @@ def test_frames_rebuild_rows_exactly_read_twice_or_cut_short():
             if attempt == 1:
                 receiver.state[:] = before  # as if cut short before the store: rebuilt again from the same copies
     floats = BufferSpec(2, Layout(gym.spaces.Box(-1, 1, (2, 16, 16), np.float32)), spec.action)
-    rows, sender_f, receiver_f = np.zeros((2, 2, 16, 16), np.float32), Sender(floats), Receiver(floats)
+    rows, sender_f, receiver_f = np.zeros((2, 2, 16, 16), np.float32), Sender(floats, range(0, 2)), Receiver(floats)
     for number, (old, new) in enumerate([(0.5, 0.0), (-0.0, 0.25), (0.25, np.nan), (np.nan, 1.0)]):
         rows[:, 0], rows[:, 1] = old, new  # the older frame: the last row's newer one, but -0.0 for 0.0, a NaN
         message = memoryview(b"".join(sender_f.encode(rows, [range(0, 2)])))
         out = np.zeros_like(rows)
         receiver_f.decode(message, number, [range(0, 2)], out)
         assert out.tobytes() == rows.tobytes()
+    sender, receiver = Sender(spec, range(2, 8)), Receiver(spec)
     for number in range(40, 40 + GIVE_UP + 2):  # rows that are no stacks: after GIVE_UP replies, raw for good
         obs[:] = rng.integers(0, 256, obs.shape, np.uint8)
-        message = memoryview(b"".join(sender.encode(obs, [range(0, 6)])))
+        message = memoryview(b"".join(sender.encode(obs, [range(2, 8)])))
         assert message[:1] == (RAW if number >= 40 + GIVE_UP else FRAMES)
-        assert len(message) == 1 + (6 if number < 40 + GIVE_UP else 0) + obs.nbytes
-        out = np.zeros_like(obs)
-        assert len(receiver.decode(message, number, [range(0, 6)], out)) == 0
-        np.testing.assert_array_equal(out, obs)
+        assert len(message) == 1 + (6 if number < 40 + GIVE_UP else 0) + obs[2:].nbytes
+        out = np.zeros_like(obs[2:])
+        assert len(receiver.decode(message, number, [range(2, 8)], out)) == 0
+        np.testing.assert_array_equal(out, obs[2:])
 
 
 def test_a_nodes_memory_is_mapped_read_only_and_only_when_the_file_is_its_own():

@@ -166,7 +166,8 @@ class NodeHost:
             ranges = [self.ranges[g] for g in groups]
             rows = local.buffers if self.rows else None
             if rows is not None and self.frames is None and stacked(rows.spec):
-                self.frames = Sender(rows.spec)
+                mine = self.ranges.values()
+                self.frames = Sender(rows.spec, range(min(r.start for r in mine), max(r.stop for r in mine)))
             conn.send_bytes(reply(replies, groups, answers, rows, ranges, self.frames if self.rows else None))
             replies += 1
 

@@ -48,8 +48,10 @@ class Sender:
     """A node's side: the rows it sent each env last (zeros before the first: the reader starts from the same, so
     a first stack of zero frames under a new one, ale-py's padding, is a shifted one too)."""
 
-    def __init__(self, spec: BufferSpec) -> None:
-        self.sent = np.zeros((spec.num_envs, *spec.obs.item_shape), spec.obs.item_dtype)  # as the reader's start
+    def __init__(self, spec: BufferSpec, envs: range) -> None:
+        """``envs``: the env ids whose rows it sends (a node's)."""
+        self.first = envs.start
+        self.sent = np.zeros((len(envs), *spec.obs.item_shape), spec.obs.item_dtype)  # as the reader's start
         self.misses = 0  # replies in a row without a shifted row
         size = spec.obs.item_dtype.itemsize  # rows are compared bit for bit (floats: -0.0 is not 0.0, NaN is NaN)
         self._bits = np.dtype(f"u{size}") if size in (1, 2, 4, 8) else np.dtype(np.uint8)
@@ -62,7 +64,7 @@ class Sender:
             return [RAW, *(obs[ids.start : ids.stop] for ids in ranges)]
         kinds, frames, wholes = [], [], []
         for ids in ranges:
-            rows, sent = obs[ids.start : ids.stop], self.sent[ids.start : ids.stop]
+            rows, sent = obs[ids.start : ids.stop], self.sent[ids.start - self.first : ids.stop - self.first]
             count = ids.stop - ids.start
             bits, before = rows.view(self._bits), sent.view(self._bits)
             shifted = (bits[:, :-1] == before[:, 1:]).reshape(count, -1).all(axis=1)

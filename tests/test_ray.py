@@ -508,7 +508,7 @@ def test_a_simulated_two_node_cluster_spreads_work_and_names_a_lost_nodes_envs()
     leaves the cluster running. In a fresh interpreter: it joins its own cluster, not the session's Ray."""
     script = textwrap.dedent(
         """
-        import collections, sys, time
+        import collections, os, sys, time
         sys.path.insert(0, TESTS)
         import numpy as np, ray, shoal
         from helpers import own_trajectories
@@ -519,7 +519,8 @@ def test_a_simulated_two_node_cluster_spreads_work_and_names_a_lost_nodes_envs()
 
         cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
         second = cluster.add_node(num_cpus=1)
-        ray.init(address=cluster.address, logging_level="ERROR")
+        path = os.pathsep.join(p for p in (TESTS, os.environ.get("PYTHONPATH")) if p)  # actors import fakes.py
+        ray.init(address=cluster.address, logging_level="ERROR", runtime_env={"env_vars": {"PYTHONPATH": path}})
         cluster.wait_for_nodes()
         both = {n["NodeID"] for n in ray.nodes() if n["Alive"]}
         assert len(both) == 2
@@ -546,6 +547,17 @@ def test_a_simulated_two_node_cluster_spreads_work_and_names_a_lost_nodes_envs()
                 mine = [(o.tolist(), r, te) for o, r, te, *_ in got[i][:k]]
                 assert k >= 10 and mine == expected[i][:k], (i, k)
         print("async equal across nodes")
+
+        from fakes import Stacked  # frame stacks: the other node sends its envs' (2..3) new frames
+        with shoal.make([Stacked] * 4, backend="serial") as ref, shoal.make([Stacked] * 4, backend="ray") as envs:
+            assert envs._transport._frames is not None
+            ref.reset(seed=6), envs.reset(seed=6)
+            for t in range(40):  # its episodes end within 11 steps
+                actions = np.array([act(i, t) for i in range(4)])
+                a, b = ref.step(actions), envs.step(actions)
+                assert all(np.array_equal(x, y) for x, y in zip(a[:4], b[:4])), t
+            assert envs._transport._frames.state[2:].min() >= 0 and envs._transport._frames.state[:2].max() == -1
+        print("frame stacks equal across nodes")
 
         kwargs = dict(seeds=2, steps=40)
         local = sweep(["pong", "breakout"], backend="serial", **kwargs)
@@ -578,8 +590,8 @@ def test_a_simulated_two_node_cluster_spreads_work_and_names_a_lost_nodes_envs()
         """
     )
     out = run_on_own_cluster(script, timeout=400)
-    for line in ("sync equal on both nodes", "async equal across nodes", "sweep equal, on both nodes",
-                 "cluster still running"):
+    for line in ("sync equal on both nodes", "async equal across nodes", "frame stacks equal across nodes",
+                 "sweep equal, on both nodes", "cluster still running"):
         assert line in out
     assert re.search(r"died: Ray actor 1 \(on [0-9.]+, pid \d+, hosting envs 2\.\.3\) died", out), out
 

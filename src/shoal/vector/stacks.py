@@ -1,7 +1,7 @@
 """Frame stacks on the wire: a Ray node whose rows travel (a node on another machine) sends, for each env whose
 observation is the one it sent last shifted by a frame plus a new frame (a frame stack, as Atari's), only the new
 frame; the vector env rebuilds the row from the one it read last. Atari's 4-frame stacks then cost a quarter of the
-bytes: Breakout x 16 sends ~113 KiB a batch instead of ~441 KiB, which a 1 Gb/s link takes ~3.5 ms to carry.
+bytes: Breakout x 16 sends ~110 KiB a batch instead of ~441 KiB, which a 1 Gb/s link takes ~3.6 ms to carry.
 
 The node decides by comparing each row with the one it sent that env last, so what arrives is right whatever the env
 did: a reset, a sequence of several steps, an observation that is not a stack at all go whole. Only observations that

@@ -106,3 +106,46 @@ def test_next_step_partial_reset_cancels_pending_autoreset(backend):
         assert obs.tolist() == [0, 2, 2]
         obs, rew, *_ = envs.step(ACTIONS)
         assert obs.tolist() == [1, 3, 3] and rew.tolist() == [1.0, 3.0, 3.0]  # stepped, not a second reset
+
+
+class _Handle:
+    """A value that cannot be copied (as an object holding a lock or a C handle)."""
+
+    def __init__(self, t):
+        self.t = t
+
+    def __deepcopy__(self, memo):
+        raise TypeError("cannot copy a handle")
+
+
+class _Handles(gym.Space):
+    def __init__(self):
+        super().__init__(None, None)
+
+    def contains(self, x):
+        return isinstance(x, _Handle)
+
+    def __eq__(self, other):
+        return isinstance(other, _Handles)
+
+
+class _HandleEnv(gym.Env):
+    observation_space, action_space = _Handles(), gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        self.t = 0
+        return _Handle(0), {}
+
+    def step(self, action):
+        self.t += 1
+        return _Handle(self.t), 0.0, self.t == 2, False, {}
+
+
+def test_same_step_final_observations_that_cannot_be_copied_are_the_envs_own():
+    """An observation that cannot be copied goes into ``final_obs`` as the env returned it (Gymnasium's way; with
+    ``copy=False``, as in Gymnasium, whose ``copy=True`` deep-copies every batch)."""
+    with shoal.make([_HandleEnv] * 2, backend="serial", autoreset_mode="same_step", copy=False) as envs:
+        envs.reset(seed=0)
+        envs.step(ACTIONS[:2])
+        obs, _, term, _, info = envs.step(ACTIONS[:2])
+    assert term.all() and [o.t for o in obs] == [0, 0] and [o.t for o in info["final_obs"]] == [2, 2]

@@ -85,10 +85,14 @@ class GymEngineFactory:
 
 
 def standalone(obs: Any) -> Any:
-    """A copy of ``obs`` that nothing else holds (``info["final_obs"]`` outlives the reset that follows)."""
+    """A copy of ``obs`` that nothing else holds (``info["final_obs"]`` outlives the reset that follows), or ``obs``
+    itself where it cannot be copied (a custom space's value holding a handle, say: as Gymnasium hands it out)."""
     if type(obs) is np.ndarray and obs.dtype != object:  # the common case: a whole copy, ~20 times deepcopy's speed
         return obs.copy()
-    return copy.deepcopy(obs)
+    try:
+        return copy.deepcopy(obs)
+    except Exception:
+        return obs
 
 
 class GymEngine(Engine):

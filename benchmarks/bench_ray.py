@@ -61,7 +61,7 @@ def over_the_wire(seconds: float, rounds: int) -> None:
     after): 125 Mb/s is to 2 cores what 1 Gb/s is to 16."""
     from shoal.vector import ray_transport
 
-    ray.init(num_cpus=os.cpu_count(), include_dashboard=False, logging_level="WARNING")
+    ray.init(address="local", num_cpus=os.cpu_count(), include_dashboard=False, logging_level="WARNING")
     workers = os.cpu_count()
     rates: dict[str, list[float]] = {"multiprocessing": [], "ray": []}
     for _ in range(rounds):
@@ -76,7 +76,7 @@ def over_the_wire(seconds: float, rounds: int) -> None:
 
 
 def one_machine(seconds: float, rounds: int) -> None:
-    ray.init(num_cpus=os.cpu_count(), include_dashboard=False, logging_level="WARNING")
+    ray.init(address="local", num_cpus=os.cpu_count(), include_dashboard=False, logging_level="WARNING")
     workers = os.cpu_count()
     workloads = {
         "Breakout x16": lambda backend: lambda: shoal.AtariVectorEnv(

@@ -33,8 +33,9 @@ def ray_session():
     ray = pytest.importorskip("ray")
     tests = os.path.dirname(os.path.abspath(__file__))  # actors import the test envs (fakes.py) by name
     path = os.pathsep.join(p for p in (tests, os.environ.get("PYTHONPATH")) if p)
-    ray.init(
-        num_cpus=2, include_dashboard=False, logging_level="WARNING", runtime_env={"env_vars": {"PYTHONPATH": path}}
+    ray.init(  # "local": its own, whatever cluster Ray's address file names (see test_ray's test of it)
+        address="local", num_cpus=2, include_dashboard=False, logging_level="WARNING",
+        runtime_env={"env_vars": {"PYTHONPATH": path}},
     )
     yield ray
     ray.shutdown()

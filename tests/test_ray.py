@@ -10,8 +10,10 @@ import gc
 import os
 import random
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 import threading
 import time
@@ -701,9 +703,34 @@ def test_a_ray_sweep_takes_its_policy_file_to_the_nodes_and_writes_episodes_as_t
         sweep(["breakout", "pong"], seeds=1, steps=5, policy=tmp_path / "few.pt", backend="ray")
 
 
+def test_a_local_ray_starts_where_the_address_file_of_a_dead_cluster_remains():
+    """Ray's ``ray_current_cluster`` names the last ``ray start`` cluster, and one that died without removing it (or
+    a live one) made the local start, ``ray.init(num_cpus=...)``, fail ("When connecting to an existing cluster,
+    num_cpus and num_gpus must not be provided"). With no address given, shoal starts its own. In a fresh
+    interpreter with its own Ray temp dir (a short path: Ray's sockets live there)."""
+    temp = tempfile.mkdtemp(prefix="shoal-ray-", dir="/tmp")
+    try:
+        os.makedirs(os.path.join(temp, "ray"))
+        with open(os.path.join(temp, "ray", "ray_current_cluster"), "w") as file:
+            file.write("127.0.0.1:1")  # nothing listens there
+        env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"} | {"RAY_TMPDIR": temp}
+        script = textwrap.dedent(
+            """
+            import numpy as np, shoal
+            with shoal.make("CartPole-v1", 2, backend="ray") as envs:
+                envs.reset(seed=0)
+                envs.step(np.zeros(2, np.int64))
+            print("stepped")
+            """
+        )
+        run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=env)
+        assert run.returncode == 0 and "stepped" in run.stdout, run.stderr[-3000:]
+    finally:
+        shutil.rmtree(temp, ignore_errors=True)
+
+
 def test_joining_a_cluster_by_ray_address_leaves_it_running(tmp_path):
     import socket
-    import tempfile
 
     import psutil
 
@@ -747,6 +774,7 @@ def test_joining_a_cluster_by_ray_address_leaves_it_running(tmp_path):
             if temp in " ".join(proc.info["cmdline"] or []):
                 with contextlib.suppress(psutil.NoSuchProcess):  # it may exit while we iterate
                     proc.kill()
+        shutil.rmtree(temp, ignore_errors=True)  # (its address file and session logs)
 
 
 def test_shoal_bench_measures_the_ray_backend(capsys, tmp_path):

@@ -78,8 +78,9 @@ def connect(address: str | None = None) -> Any:
         address = address or os.environ.get("RAY_ADDRESS")
         if address:
             ray.init(address=address, logging_level="WARNING")
-        else:
-            ray.init(num_cpus=os.cpu_count(), include_dashboard=False, logging_level="WARNING")
+        else:  # "local": a new one, whatever /tmp/ray/ray_current_cluster names (a `ray start` cluster, or one
+            # that died without removing it: Ray would join it, and refuse num_cpus)
+            ray.init(address="local", num_cpus=os.cpu_count(), include_dashboard=False, logging_level="WARNING")
             _local["started"] = True
     return ray
 

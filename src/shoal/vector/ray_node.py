@@ -68,7 +68,9 @@ class NodeHost:
         self.local: Transport | None = None
         self.block: tuple[int, int, int, int, int] | None = None  # see shared_block()
         self.rows = True  # replies carry the rows (until the vector env says it maps the node's memory)
-        self.frames: Sender | None = None  # with rows that are frame stacks: the rows sent last (shoal.vector.stacks)
+        # where the rows may be frame stacks: the rows sent last (shoal.vector.stacks; dropped with the rows)
+        envs = range(min(ids.start for ids in groups), max(ids.stop for ids in groups))
+        self.frames = Sender(spec, envs) if stacked(spec) else None
         self.authkey = authkey
         self.server = socket.create_server((ray.util.get_node_ip_address(), 0))
         try:
@@ -146,7 +148,7 @@ class NodeHost:
                 if message == CLOSE:
                     return
                 if message == SHARED:
-                    self.rows = False
+                    self.rows, self.frames = False, None
                     continue
                 owed.update(self._start(message, local, answered))
                 continue
@@ -164,11 +166,7 @@ class NodeHost:
             owed.difference_update(groups)
             answers = [answered.pop(g) for g in groups]
             ranges = [self.ranges[g] for g in groups]
-            rows = local.buffers if self.rows else None
-            if rows is not None and self.frames is None and stacked(rows.spec):
-                mine = self.ranges.values()
-                self.frames = Sender(rows.spec, range(min(r.start for r in mine), max(r.stop for r in mine)))
-            conn.send_bytes(reply(replies, groups, answers, rows, ranges, self.frames if self.rows else None))
+            conn.send_bytes(reply(replies, groups, answers, local.buffers if self.rows else None, ranges, self.frames))
             replies += 1
 
     def _start(self, message: bytes, local: Transport, answered: dict[int, tuple[bool, Any]]) -> list[int]:

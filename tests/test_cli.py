@@ -146,6 +146,70 @@ def test_interrupted_sweep_resumes_where_it_stopped_and_matches_an_uninterrupted
         sweep(games, out=tmp_path, **kwargs)
 
 
+@pytest.mark.parametrize("cut", ["inside the last row", "after the last pair's first row"])
+def test_a_resumed_sweep_drops_a_torn_last_write_and_runs_its_pair_again(tmp_path, cut):
+    """A sweep killed while appending a pair's rows leaves them in part: resuming runs that pair again and the file
+    ends up as an uninterrupted sweep's, with no row twice."""
+    games, kwargs = ["breakout", "pong"], dict(seeds=1, episodes=2, backend="serial")
+    full = sweep(games, out=tmp_path / "full", **kwargs)
+    path = tmp_path / "full" / "episodes.csv"
+    lines = path.read_bytes().splitlines(keepends=True)
+    assert len(lines) == 5 and lines[-1].startswith(b"pong,0,1,")  # header, breakout's 2 rows, pong's 2 rows
+    torn = b"".join(lines[:-1]) + lines[-1][:9] if cut == "inside the last row" else b"".join(lines[:-1])
+    path.write_bytes(torn)
+    with pytest.warns(UserWarning, match=r"torn write .* \[\('pong', 0\)\] are dropped"):
+        resumed = sweep(games, out=tmp_path / "full", resume=True, **kwargs)
+    assert resumed.resumed == [("breakout", 0)]
+    assert resumed.episodes == full.episodes
+    assert read_episodes(path) == full.episodes
+
+
+def test_a_resumed_sweep_reruns_both_pairs_when_the_tear_hides_where_the_last_write_began(tmp_path):
+    games, kwargs = ["breakout", "pong"], dict(seeds=1, steps=300, backend="serial")
+    full = sweep(games, out=tmp_path, **kwargs)
+    path = tmp_path / "episodes.csv"
+    text = path.read_text()
+    last = text.rstrip("\r\n").rfind("\n") + 1
+    path.write_text(text[: last + 4], newline="")  # "pong" torn: the last whole row is breakout's
+    with pytest.warns(UserWarning, match=r"\[\('breakout', 0\)\] are dropped"):
+        resumed = sweep(games, out=tmp_path, resume=True, **kwargs)
+    assert resumed.resumed == [] and resumed.episodes == full.episodes and read_episodes(path) == full.episodes
+
+
+def test_an_append_that_fails_part_way_is_cut_back_off(tmp_path):
+    """A full disk (here: the file size limit, RLIMIT_FSIZE, in a child process) fails a write part way: the rows
+    already written are taken back, so the file holds whole pairs only."""
+    from shoal.bench.sweep import Episode, _append
+
+    _append(tmp_path, [Episode("pong", 0, 0, -21.0, 800, False)])
+    before = (tmp_path / "episodes.csv").read_bytes()
+    child = f"""
+import resource, signal
+from pathlib import Path
+from shoal.bench.sweep import Episode, _append
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, ({len(before) + 30}, resource.RLIM_INFINITY))
+try:
+    _append(Path({str(tmp_path)!r}), [Episode("breakout", 0, k, 1.0, 100, False) for k in range(5)])
+except OSError as exc:
+    print("failed:", exc.strerror)
+"""
+    out = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "failed: File too large", out.stderr
+    assert (tmp_path / "episodes.csv").read_bytes() == before
+    assert read_episodes(tmp_path / "episodes.csv") == [Episode("pong", 0, 0, -21.0, 800, False)]
+
+
+def test_a_row_that_is_no_episode_is_an_error_naming_the_file_and_line(tmp_path):
+    path = tmp_path / "episodes.csv"
+    path.write_text("game,seed,episode,score,length,truncated\npong,0,0,-21.0,800,False\npong,x,1,3,4,False\n")
+    with pytest.raises(ConfigError, match=r"episodes.csv, line 3: .* invalid literal for int"):
+        read_episodes(path)
+    path.write_text("a,b\n")
+    with pytest.raises(ConfigError, match="is not a sweep's episodes.csv: its header is"):
+        read_episodes(path)
+
+
 @pytest.mark.parametrize(
     ("seeds", "match"),
     [(True, "positive count"), (0, "positive count"), ([], "non-negative integers"), ([0, -1], "non-negative integers"),

@@ -13,8 +13,11 @@ per episode at most) with unclipped rewards and no sticky actions; returns are u
 from __future__ import annotations
 
 import csv
+import io
 import json
+import os
 import time
+import warnings
 import zlib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -143,7 +146,9 @@ def sweep(
     todo = [(g, s) for g in games for s in seed_list if (g, s) not in finished]
     if folder is not None:
         output_folder(folder)
-        (folder / "sweep.json").write_text(json.dumps(settings, indent=2))
+        staged = folder / "sweep.json.tmp"  # then renamed: a resume never reads half of it
+        staged.write_text(json.dumps(settings, indent=2))
+        os.replace(staged, folder / "sweep.json")
     start = time.perf_counter()
     ran, steps_by_game, stepping = (
         _run(todo, unit, amount, policy, folder, backend, num_workers, progress, atari) if todo else ([], {}, 0.0)
@@ -343,36 +348,104 @@ def _summary(game: str, episodes: list[Episode], steps: int | None, seconds: flo
 
 
 def _append(folder: Path, episodes: list[Episode]) -> None:
-    path = folder / "episodes.csv"
-    new = not path.exists()
-    with path.open("a", newline="") as f:
-        writer = csv.writer(f)
-        if new:
-            writer.writerow(EPISODE_FIELDS)
-        writer.writerows([[getattr(e, k) for k in EPISODE_FIELDS] for e in episodes])
+    """Append one finished pair's rows in one write, flushed to the disk."""
+    _write(folder / "episodes.csv", episodes, os.O_APPEND)
+
+
+def _write(path: Path, episodes: list[Episode], mode: int) -> None:
+    """Write ``episodes`` as rows of ``path`` (``mode``: ``os.O_APPEND`` or ``os.O_TRUNC``), with the header if
+    the file starts there. All or nothing where it can be: a write that fails (a full disk) is cut back off; a
+    process killed in the middle of one leaves a torn last line, which :func:`_load` finds."""
+    text = io.StringIO(newline="")
+    writer = csv.writer(text)
+    if mode == os.O_TRUNC or not path.exists():
+        writer.writerow(EPISODE_FIELDS)
+    writer.writerows([[getattr(e, k) for k in EPISODE_FIELDS] for e in episodes])
+    data = text.getvalue().encode()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | mode, 0o644)
+    try:
+        size = os.fstat(fd).st_size
+        try:
+            while data:
+                data = data[os.write(fd, data):]
+            os.fsync(fd)
+        except BaseException:
+            os.ftruncate(fd, size)
+            raise
+    finally:
+        os.close(fd)
 
 
 def read_episodes(path: str | Path) -> list[Episode]:
-    """The episodes of an ``episodes.csv`` written by :func:`sweep`."""
-    with Path(path).open(newline="") as f:
-        return [
-            Episode(r["game"], int(r["seed"]), int(r["episode"]), float(r["score"]), int(r["length"]),
-                    r["truncated"] == "True")
-            for r in csv.DictReader(f)
-        ]
+    """The episodes of an ``episodes.csv`` written by :func:`sweep`; a row that is not one is a ConfigError naming
+    the file and the line."""
+    return _rows(Path(path), Path(path).read_text())
+
+
+def _rows(path: Path, text: str) -> list[Episode]:
+    """The episode of each row of ``text``, the contents of ``path`` (named in errors)."""
+    reader = csv.reader(io.StringIO(text, newline=""))
+    header = next(reader, None)
+    if header is not None and tuple(header) != EPISODE_FIELDS:
+        raise ConfigError(
+            f"{path} is not a sweep's episodes.csv: its header is {header}, expected {list(EPISODE_FIELDS)}"
+        )
+    rows = []
+    for row in reader:
+        try:
+            game, seed, episode, score, length, truncated = row
+            if truncated not in ("True", "False"):
+                raise ValueError(f"truncated is {truncated!r}")
+            rows.append(Episode(game, int(seed), int(episode), float(score), int(length), truncated == "True"))
+        except ValueError as exc:
+            raise ConfigError(
+                f"{path}, line {reader.line_num}: {row} is not an episode ({', '.join(EPISODE_FIELDS)}): {exc}"
+            ) from None
+    return rows
 
 
 def _load(folder: Path, settings: dict[str, Any]) -> list[Episode]:
+    """The finished pairs' episodes of the sweep in ``folder``, which must have had ``settings``. A torn last write
+    (the sweep was killed while appending, or the disk was full) is cut off with the rows of the pair it belonged
+    to, and so is a pair with fewer episodes than it needs: they run again (the same seeds give the same
+    episodes), and ``episodes.csv`` is rewritten without them."""
     stored = folder / "sweep.json"
     if not stored.exists():
         return []
-    previous = json.loads(stored.read_text())
+    try:
+        previous = json.loads(stored.read_text())
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{stored} is not the settings a sweep wrote ({exc}): resume needs that file") from None
     if previous != json.loads(json.dumps(settings)):
         raise ConfigError(
             f"{folder} holds a sweep with other settings ({previous}); resume it with those, or use another folder"
         )
-    episodes = folder / "episodes.csv"
-    return read_episodes(episodes) if episodes.exists() else []
+    path = folder / "episodes.csv"
+    if not path.exists():
+        return []
+    text = path.read_text()
+    whole = text.endswith("\n") or not text
+    rows = _rows(path, text if whole else text[: text.rfind("\n") + 1])
+    drop: set[tuple[str, int]] = set()
+    if not whole and rows:
+        drop.add((rows[-1].game, rows[-1].seed))  # the torn write's pair, or the one before: either runs again
+    if settings["unit"] == "episodes":  # a pair written whole has all its episodes, numbered from 0
+        numbers: dict[tuple[str, int], list[int]] = {}
+        for e in rows:
+            numbers.setdefault((e.game, e.seed), []).append(e.episode)
+        drop |= {pair for pair, got in numbers.items() if got != list(range(settings["amount"]))}
+    kept = [e for e in rows if (e.game, e.seed) not in drop]
+    if whole and not drop:
+        return kept
+    warnings.warn(
+        f"{path} ends in a torn write (was the sweep killed while writing, or the disk full?) or holds a pair's "
+        f"episodes only in part: the torn line and the rows of {sorted(drop)} are dropped; those pairs run again",
+        stacklevel=3,
+    )
+    staged = path.with_name(path.name + ".tmp")
+    _write(staged, kept, os.O_TRUNC)
+    os.replace(staged, path)
+    return kept
 
 
 def _write_summary(folder: Path, result: SweepResult) -> None:

@@ -9,7 +9,10 @@ this shared machine falls on all sides alike, not on one side's rounds); prints 
 
 * single ROM (Breakout, 16 envs): shoal's best / ale-py's best, and shoal's best / the bare limit (2 processes
   each running ALE's loop: 4x ``act`` + ``getScreenGrayscale``, no resize); and ale-py's drop-in
-  (``shoal.ale_py.AtariVectorEnv``, synchronous, shoal's default workers) / ale-py's best;
+  (``shoal.ale_py.AtariVectorEnv``, synchronous, shoal's default workers) / ale-py's best; where EnvPool is
+  installed, shoal's best / EnvPool's best (its C++ pool with 2 threads, synchronous and first-8-of-16, stepped
+  with its own ``send(action, env_id)``/``recv()``, the same settings in its keywords), and EnvPool's drop-in
+  (``shoal.envpool``, the same calls) / EnvPool's best;
 * mixed ROMs (pong, breakout, space_invaders x 2 and x 4): shoal / three ale-py vector envs stepped together, and
   shoal / Gymnasium's AsyncVectorEnv (``full_action_space=True``, the only way it accepts the mix); and the bare
   limit of the mix (2 processes, each ALE's loop over its half of the games), which bounds what any vector env on
@@ -22,6 +25,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import cProfile
+import importlib
+import importlib.util
 import multiprocessing as mp
 import os
 import pstats
@@ -79,6 +84,33 @@ def run_vector(envs, seconds: float) -> float:
         ids = held[0]
         _, _, _, _, info = envs.step((rng.random(len(ids)) * nvec[ids]).astype(np.int64))
         held[0] = info.get("env_id", ids)
+        return len(ids)
+
+    rate = timed(step, seconds)
+    envs.close()
+    return rate
+
+
+def run_envpool(module: str, batch_size: int, n: int, seconds: float) -> float:
+    """Steps/s of an EnvPool Breakout pool (2 threads; ``batch_size`` of ``n``: first-N-of-M) from ``module``
+    (``"envpool"``, or ``"shoal.envpool"``: the same calls on shoal's engine), stepped the way EnvPool's docs
+    recommend for speed: ``async_reset()``, then ``recv()`` and ``send(actions, env_id)`` in turn."""
+    envpool = importlib.import_module(module)
+    envs = envpool.make(
+        "Breakout-v5", env_type="gymnasium", num_envs=n, batch_size=batch_size, num_threads=2, seed=0,
+        img_height=SETTINGS["img_height"], img_width=SETTINGS["img_width"], stack_num=SETTINGS["stack_num"],
+        frame_skip=SETTINGS["frameskip"], noop_max=SETTINGS["noop_max"],
+        repeat_action_probability=SETTINGS["repeat_action_probability"], reward_clip=SETTINGS["reward_clipping"],
+        use_fire_reset=SETTINGS["use_fire_reset"], episodic_life=False,
+    )
+    rng = np.random.default_rng(0)
+    actions = int(envs.action_space.n)
+    envs.async_reset()
+
+    def step() -> int:
+        *_, info = envs.recv()
+        ids = info["env_id"]
+        envs.send((rng.random(len(ids)) * actions).astype(np.int32), ids)
         return len(ids)
 
     rate = timed(step, seconds)
@@ -179,6 +211,11 @@ def single_configs(n: int) -> dict[str, tuple[str, Callable]]:
 def bench_single(seconds: float, rounds: int, n: int = 16) -> None:
     print(f"\nsingle ROM: breakout x {n}")
     runs = {name: (lambda make=make: run_vector(make(), seconds)) for name, (_, make) in single_configs(n).items()}
+    if importlib.util.find_spec("envpool") is not None:
+        runs["envpool sync"] = lambda: run_envpool("envpool", n, n, seconds)
+        runs["envpool async batch 8"] = lambda: run_envpool("envpool", n // 2, n, seconds)
+        runs["drop-in shoal.envpool sync"] = lambda: run_envpool("shoal.envpool", n, n, seconds)
+        runs["drop-in shoal.envpool async 8"] = lambda: run_envpool("shoal.envpool", n // 2, n, seconds)
     runs["bare limit (2 processes)"] = lambda: bare_limit("breakout", seconds)
     rates = interleaved(runs, rounds)
     for name, rate in rates.items():
@@ -188,6 +225,11 @@ def bench_single(seconds: float, rounds: int, n: int = 16) -> None:
     print(f"  ratio shoal best / ale-py best: {shoal_best / ale_best:.2f}x   (target >= 1.15)")
     print(f"  ratio shoal best / bare limit:  {shoal_best / rates['bare limit (2 processes)']:.2f}x   (target >= 0.90)")
     print(f"  ratio drop-in / ale-py best:    {rates['drop-in shoal.ale_py sync'] / ale_best:.2f}x")
+    if "envpool sync" in rates:
+        envpool_best = max(rates["envpool sync"], rates["envpool async batch 8"])
+        drop_in = max(rates["drop-in shoal.envpool sync"], rates["drop-in shoal.envpool async 8"])
+        print(f"  ratio shoal best / EnvPool best: {shoal_best / envpool_best:.2f}x")
+        print(f"  ratio drop-in shoal.envpool best / EnvPool best: {drop_in / envpool_best:.2f}x")
 
 
 def bench_multi(seconds: float, rounds: int) -> None:

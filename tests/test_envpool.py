@@ -214,8 +214,13 @@ def test_mixed_games_in_one_pool():
 
 
 def test_refusals_say_what_to_do():
-    with pytest.raises(ConfigError, match=r"'CartPole-v1' is not an Atari task .* shoal.make\('CartPole-v1', 8\)"):
-        ours.make("CartPole-v1")
+    with pytest.raises(ConfigError, match=r"'CartPole-v1' is not an Atari task .*list_all_envs\(\)\)\. For EnvPool's "
+                                          r"other tasks, .* shoal.make\('CartPole-v1', 8\)"):
+        ours.make("CartPole-v1")  # no "did you mean": no ROM is called that
+    for other_spelling, task in [("pong", "Pong"), ("ALE/SpaceInvaders-v5", "SpaceInvaders"),
+                                 ("BreakoutNoFrameskip-v4", "Breakout"), ("montezuma_revenge", "MontezumaRevenge")]:
+        with pytest.raises(ConfigError, match=rf"Did you mean {task}-v5\? For EnvPool's other tasks"):
+            ours.make(other_spelling)
     with pytest.raises(ConfigError, match=r"unknown keyword\(s\) \['episodic_lives'\]"):
         ours.make("Pong-v5", episodic_lives=True)
     with pytest.raises(ConfigError, match="env_type must be"):

@@ -18,6 +18,7 @@ differs from EnvPool's (no-op counts, frames read at a life loss, how episodes a
 
 from __future__ import annotations
 
+import re
 import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Literal, NamedTuple, Sequence
@@ -135,10 +136,10 @@ def _games(task_id: str | Sequence[str], num_envs: Any, task: str | None) -> lis
             raise ConfigError(f"a task id is a string like 'Pong-v5', got {tid!r}")
         name, _, version = tid.rpartition("-")
         if version != "v5" or name not in names:
-            hint = f"did you mean {_task_name(tid.lower().replace('-', '_'))}-v5?" if version != "v5" else ""
+            hint = _suggestion(tid, names)
             raise ConfigError(
                 f"{tid!r} is not an Atari task of shoal.envpool (EnvPool's Atari ids: '<Game>-v5', e.g. 'Pong-v5', "
-                f"'SpaceInvaders-v5'; see list_all_envs()). {hint} For EnvPool's other tasks, shoal.make takes the "
+                f"'SpaceInvaders-v5'; see list_all_envs()). {hint}For EnvPool's other tasks, shoal.make takes the "
                 f"Gymnasium env of the same name, e.g. shoal.make('CartPole-v1', 8)."
             )
         return names[name]
@@ -154,6 +155,17 @@ def _games(task_id: str | Sequence[str], num_envs: Any, task: str | None) -> lis
     if len(games) != num_envs and num_envs != 1:
         raise ConfigError(f"{len(games)} task ids were given for num_envs={num_envs}: give one per env")
     return games
+
+
+def _suggestion(tid: str, names: dict[str, str]) -> str:
+    """"did you mean ...?" where ``tid`` names a ROM in another spelling (``"pong"``, ``"ALE/Pong-v5"``,
+    ``"PongNoFrameskip-v4"``, ``"space_invaders"``); else nothing."""
+    stem = tid.split("/")[-1]
+    stem = re.sub(r"-v\d+$", "", stem)
+    stem = re.sub(r"(NoFrameskip|Deterministic)$", "", stem)
+    key = stem.replace("_", "").replace("-", "").lower()
+    match = [name for name in names if name.lower() == key]
+    return f"Did you mean {match[0]}-v5? " if match and f"{match[0]}-v5" != tid else ""
 
 
 def _atari_keywords(s: dict[str, Any], kwargs: dict[str, Any]) -> dict[str, Any]:

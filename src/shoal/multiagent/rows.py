@@ -124,8 +124,8 @@ def _common_observation(
         return first, False
     boxes = [s for s in obs_spaces if isinstance(s, spaces.Box)]
     if len(boxes) == len(obs_spaces) and all(s.shape == boxes[0].shape and s.dtype == boxes[0].dtype for s in boxes):
-        low = np.min([s.low for s in boxes], axis=0)
-        high = np.max([s.high for s in boxes], axis=0)
+        low: np.ndarray = np.min([s.low for s in boxes], axis=0)  # (annotated: numpy 2.5's stubs infer bool arrays)
+        high: np.ndarray = np.max([s.high for s in boxes], axis=0)
         return spaces.Box(low, high, boxes[0].shape, boxes[0].dtype), False
     flats: list[spaces.Box] = []
     for agent, space in zip(agents, obs_spaces):

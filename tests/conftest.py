@@ -56,14 +56,20 @@ _HELPERS = ("forkserver", "resource_tracker", "ray::", "raylet", "gcs_server", "
 
 
 def worker_processes():
-    """Live child processes that are not multiprocessing's (or Ray's) long-lived helpers."""
+    """Live child processes that are not multiprocessing's (or Ray's) long-lived helpers. Under the forkserver start
+    method (Python 3.14's default on Linux) a worker is the server's child and carries its command line."""
     import psutil
 
-    found = []
-    for child in psutil.Process().children(recursive=True):
+    me = psutil.Process()
+    servers, found = set(), []
+    for child in me.children(recursive=True):
         try:
             cmdline = " ".join(child.cmdline())
-            if child.status() != psutil.STATUS_ZOMBIE and not any(h in cmdline for h in _HELPERS):
+            if child.ppid() == me.pid and "forkserver" in cmdline:
+                servers.add(child.pid)
+            elif child.status() != psutil.STATUS_ZOMBIE and (
+                child.ppid() in servers or not any(h in cmdline for h in _HELPERS)
+            ):
                 found.append(child)
         except psutil.NoSuchProcess:
             continue

@@ -15,6 +15,7 @@ import textwrap
 import threading
 import time
 from pathlib import Path
+from typing import Any, Callable
 
 import gymnasium as gym
 import numpy as np
@@ -296,9 +297,38 @@ def test_ctrl_c_during_a_step_never_leaves_a_stale_answer(hosting):
         assert_current(envs, obs, actions)
 
 
-def interrupt_at(code, offset: int):
-    """Raise KeyboardInterrupt in the next run of ``code`` just before its bytecode at ``offset``, as a Ctrl-C
-    there would (a trace function that raises is unset, and its error is raised in the traced frame)."""
+def interrupt_at(code, offset: int) -> Callable[[], None]:
+    """Raise KeyboardInterrupt in the next run of ``code`` in this thread just before its bytecode at ``offset``, as
+    a Ctrl-C there would; once only. Returns the function that stops it (whether it fired or not).
+
+    From Python 3.12 with ``sys.monitoring`` (PEP 669): there a ``sys.settrace`` function that turns on opcode events
+    in a frame stops getting them once the code has run untraced in between (seen on 3.13 and 3.14), which
+    :func:`interrupt_everywhere` does after every interrupt."""
+    if not hasattr(sys, "monitoring"):
+        return _interrupt_by_settrace(code, offset)
+    monitoring, thread = sys.monitoring, threading.get_ident()
+    tool = monitoring.DEBUGGER_ID
+    monitoring.use_tool_id(tool, "shoal's interrupt tests")
+
+    def stop() -> None:
+        monitoring.set_local_events(tool, code, 0)
+        monitoring.register_callback(tool, monitoring.events.INSTRUCTION, None)
+        monitoring.free_tool_id(tool)
+
+    def instruction(where, at) -> Any:
+        if where is code and at == offset and threading.get_ident() == thread:
+            monitoring.set_local_events(tool, code, 0)
+            raise KeyboardInterrupt
+        return None
+
+    monitoring.register_callback(tool, monitoring.events.INSTRUCTION, instruction)
+    monitoring.set_local_events(tool, code, monitoring.events.INSTRUCTION)
+    return stop
+
+
+def _interrupt_by_settrace(code, offset: int) -> Callable[[], None]:
+    """:func:`interrupt_at` before Python 3.12: a trace function that raises is unset, and its error is raised in the
+    traced frame."""
     def local(frame, event, arg):
         if event == "opcode" and frame.f_lasti == offset:
             raise KeyboardInterrupt
@@ -311,6 +341,7 @@ def interrupt_at(code, offset: int):
         return None
 
     sys.settrace(calls)
+    return lambda: sys.settrace(None)
 
 
 def interrupt_everywhere(functions, run, check) -> dict[str, int]:
@@ -325,13 +356,13 @@ def interrupt_everywhere(functions, run, check) -> dict[str, int]:
         name = function.__qualname__ + (" (its wrapper)" if hasattr(function, "__wrapped__") else "")
         fired[name] = 0
         for instruction in dis.get_instructions(code):
-            interrupt_at(code, instruction.offset)
+            stop = interrupt_at(code, instruction.offset)
             try:
                 run()
             except KeyboardInterrupt:
                 fired[name] += 1
             finally:
-                sys.settrace(None)
+                stop()
             try:
                 check()
             except Exception as exc:

@@ -51,14 +51,27 @@ def test_a_killed_node_actor_is_an_error_naming_its_envs():
     assert envs.closed
 
 
-def test_a_worker_killed_inside_a_node_is_an_error_naming_its_envs():
+def node_workers(pid: int) -> list:
+    """The worker processes of a node's actor (process ``pid``): its children, but for multiprocessing's helpers; under
+    the forkserver start method (Python 3.14's default on Linux) the server's children."""
     import psutil
 
+    found = []
+    for child in psutil.Process(pid).children():
+        cmdline = " ".join(child.cmdline())
+        if "forkserver" in cmdline:
+            found += child.children()
+        elif "resource_tracker" not in cmdline:
+            found.append(child)
+    return found
+
+
+def test_a_worker_killed_inside_a_node_is_an_error_naming_its_envs():
     fns = [functools.partial(SpaceEnv, "box_f32", "discrete")] * 4
     with shoal.make(fns, backend="ray", num_workers=2) as envs:
         envs.reset(seed=0)
         pid = ray.get(envs._transport._nodes[0].actor.pid.remote())
-        workers = psutil.Process(pid).children()  # the actor steps envs 0..1 itself, a worker 2..3
+        workers = node_workers(pid)  # the actor steps envs 0..1 itself, a worker 2..3
         assert len(workers) == 1
         workers[0].kill()
         with pytest.raises(WorkerDiedError, match=r"worker 1 \(pid \d+, hosting envs 2\.\.3\) died"):
@@ -297,7 +310,7 @@ def test_close_ends_its_actors_and_their_workers_and_leaves_a_joined_ray_running
     envs = shoal.AtariVectorEnv(games=["pong", "breakout"], backend="ray", num_workers=2)
     actors = [node.actor for node in envs._transport._nodes]
     hosting = [psutil.Process(ray.get(a.pid.remote())) for a in actors]
-    workers = [w for p in hosting for w in p.children()]
+    workers = [w for p in hosting for w in node_workers(p.pid)]
     assert len(actors) == 1 and len(workers) == 1  # one node: its actor steps one game, a worker the other
     envs.reset(seed=0)
     envs.close()

@@ -282,3 +282,31 @@ def test_a_vector_env_refuses_to_be_pickled_or_copied_and_stays_usable(make):
             with pytest.raises(errors.UnpicklableError, match=r"cannot be pickled or copied: it owns its worker"):
                 how(envs)
         envs.step(np.zeros(envs.num_envs, np.int64))
+
+
+@pytest.mark.parametrize("context", ["spawn", "forkserver"])
+def test_a_script_that_makes_envs_outside_its_main_guard_is_told_so(tmp_path, context):
+    """Under spawn and forkserver (Python 3.14's default on Linux) a worker's start runs the main script again; one
+    that makes a vector env at its top level kills its workers that way. The error says so, and how to fix it, rather
+    than only that a worker died (or, where the forkserver itself died, a ConnectionResetError)."""
+    body = f"""
+        import numpy as np
+        import shoal
+        envs = shoal.make("CartPole-v1", 4, backend="multiprocessing", num_workers=2, context={context!r})
+        envs.reset(seed=0)
+        envs.close()
+        print("stepped")
+        """
+    unguarded = tmp_path / "unguarded.py"
+    unguarded.write_text(textwrap.dedent(body))
+    run = subprocess.run([sys.executable, str(unguarded)], capture_output=True, text=True, timeout=120)
+    assert run.returncode != 0 and "stepped" not in run.stdout
+    last = run.stderr.strip().splitlines()[-1]
+    assert last.startswith("shoal.errors.WorkerDiedError: worker 1 ("), run.stderr
+    assert f"under the '{context}' start method" in last and str(unguarded) in last
+    assert 'outside `if __name__ == "__main__":` kills its workers this way: put that code under it' in last
+    guarded = tmp_path / "guarded.py"
+    guarded.write_text("def main():\n" + textwrap.indent(textwrap.dedent(body), "    ") + "\n\n"
+                       "if __name__ == '__main__':\n    main()\n")
+    run = subprocess.run([sys.executable, str(guarded)], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0 and run.stdout.strip() == "stepped", run.stderr

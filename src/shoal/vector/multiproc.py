@@ -35,6 +35,7 @@ from __future__ import annotations
 import gc
 import multiprocessing as mp
 import os
+import sys
 import time
 import warnings
 from collections import deque
@@ -86,6 +87,21 @@ def frozen_heap(forking: bool = True) -> Iterator[None]:
     finally:
         if not frozen_before:
             gc.unfreeze()
+
+
+def _reruns_main(method: str) -> str:
+    """What may have killed a worker as it started, where the start method runs the caller's main script again (as
+    ``__mp_main__``) before the worker: a script that makes a vector env at its top level makes one there too, and
+    multiprocessing stops it with a RuntimeError. Empty under fork, and where the main module is no script."""
+    script = getattr(sys.modules.get("__main__"), "__file__", None)
+    if method == "fork" or script is None:
+        return ""
+    default = {"forkserver": " (Python 3.14's default on Linux)", "spawn": " (the default on macOS and Windows)"}
+    return (
+        f"; under the {method!r} start method{default.get(method, '')} a worker's start runs the main script "
+        f"({script}) again, so a script that makes vector envs outside `if __name__ == \"__main__\":` kills its "
+        f"workers this way: put that code under it (or pass context='fork')"
+    )
 
 
 class MultiprocessingTransport(Transport):
@@ -162,7 +178,15 @@ class MultiprocessingTransport(Transport):
                         name=f"shoal-worker-{host}",
                         daemon=daemon,
                     )
-                    proc.start()
+                    try:
+                        proc.start()
+                    except (EOFError, OSError) as exc:  # a forkserver that died first, running the main script
+                        ids = self.span(members)
+                        raise WorkerDiedError(
+                            f"worker {host} (hosting envs {ids.start}..{ids.stop - 1}) could not be started: "
+                            f"{type(exc).__name__}: {exc}{_reruns_main(ctx.get_start_method())}",
+                            env_id=ids.start,
+                        ) from exc
                     child_end.close()
                     self._procs[host], self._queued[host] = proc, deque()
                     self._links[host] = Link(Channel(parent_end), self._counters, host, ring)
@@ -172,7 +196,7 @@ class MultiprocessingTransport(Transport):
                 try:
                     answer = _worker.decode(link.channel.recv(self._slow_start(host), START_WARN_S))
                 except (EOFError, OSError):
-                    answer = (False, self._died(host))
+                    answer = (False, self._died(host, _reruns_main(ctx.get_start_method())))
                 if answer != (True, _worker.READY):
                     raise_first([(self.hosts[host][0], answer)])
         except BaseException:
@@ -401,14 +425,15 @@ class MultiprocessingTransport(Transport):
 
         return stalled
 
-    def _died(self, host: int) -> EnvError:
+    def _died(self, host: int, why: str = "") -> EnvError:
+        """The error of worker ``host``'s death; ``why``: what may have caused it (as it started)."""
         proc = self._procs[host]
         proc.join(timeout=1.0)
         ids = self.span(self.hosts[host])
         return WorkerDiedError(
             f"worker {host} (pid {proc.pid}, hosting envs {ids.start}..{ids.stop - 1}) died with exit code "
-            f"{proc.exitcode}{' (killed by signal ' + str(-proc.exitcode) + ')' if (proc.exitcode or 0) < 0 else ''}; "
-            f"close() this vector env and make a new one",
+            f"{proc.exitcode}{' (killed by signal ' + str(-proc.exitcode) + ')' if (proc.exitcode or 0) < 0 else ''}"
+            f"{why or '; close() this vector env and make a new one'}",
             env_id=ids.start,
         )
 

@@ -158,7 +158,7 @@ def _games(task_id: str | Sequence[str], num_envs: Any, task: str | None) -> lis
 
 
 def _suggestion(tid: str, names: dict[str, str]) -> str:
-    """"did you mean ...?" where ``tid`` names a ROM in another spelling (``"pong"``, ``"ALE/Pong-v5"``,
+    """A "Did you mean ...?" where ``tid`` names a ROM in another spelling (``"pong"``, ``"ALE/Pong-v5"``,
     ``"PongNoFrameskip-v4"``, ``"space_invaders"``); else nothing."""
     stem = tid.split("/")[-1]
     stem = re.sub(r"-v\d+$", "", stem)

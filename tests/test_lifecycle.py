@@ -654,8 +654,9 @@ def test_a_worker_slow_to_make_its_envs_is_named_in_a_warning_and_waited_for(mon
     monkeypatch.setattr(multiproc, "START_WARN_S", 0.3)
     fns = [functools.partial(made_in_worker, os.getpid(), delay=d) for d in (0.0, 0.0, 1.0, 1.0)]
     slow = r"worker 1 \(pid \d+, hosting envs 2\.\.3\) has not made its envs after 0\.3 s; still waiting"
-    with pytest.warns(RuntimeWarning, match=slow) as got:
-        envs = shoal.make(fns, backend="multiprocessing", num_workers=2, inline=False)
+    with pytest.warns(RuntimeWarning, match=slow) as got:  # fork: a worker under forkserver (Python 3.14's default)
+        # or spawn takes ~0.3 s to import shoal before it makes its envs, which would name worker 0 too
+        envs = shoal.make(fns, backend="multiprocessing", num_workers=2, inline=False, context="fork")
     with envs:
         assert sum("has not made" in str(w.message) for w in got) == 1  # once, and only for worker 1
         envs.reset(seed=0)

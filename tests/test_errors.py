@@ -248,6 +248,35 @@ def test_close_after_errors_leaves_nothing():
     assert not worker_processes()
 
 
+class _CloseHangsInWorkers(gym.Wrapper):
+    """CartPole whose close never returns in a worker process (in the test's own process it returns at once)."""
+
+    def __init__(self) -> None:
+        super().__init__(gym.make("CartPole-v1"))
+
+    def close(self) -> None:
+        import multiprocessing
+
+        if multiprocessing.parent_process() is not None:
+            time.sleep(3600)
+        super().close()
+
+
+def test_workers_stuck_in_an_envs_close_are_ended_within_one_grace_period_together():
+    from conftest import worker_processes
+    from shoal.vector import multiproc
+
+    envs = shoal.make(_CloseHangsInWorkers, 4, num_workers=4, inline=False)
+    envs.reset(seed=0)
+    assert len(worker_processes()) == 4
+    start = time.monotonic()
+    envs.close()
+    took = time.monotonic() - start
+    assert not worker_processes()
+    # each worker's grace in turn took 4 of them (8 s); all wait out one together, then are terminated
+    assert took < 2.5 * multiproc._CLOSE_GRACE_S, f"close took {took:.1f} s"
+
+
 @pytest.mark.parametrize("n", [3, 100])
 def test_negative_small_integer_actions_are_caught_when_the_range_is_wider_than_their_dtype(n):
     # int8 -1 read as unsigned is 255, inside [0, 399]: the one-comparison check must not be used there

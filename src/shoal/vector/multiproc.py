@@ -455,13 +455,16 @@ class MultiprocessingTransport(Transport):
                 continue
         for link in self._links.values():  # a worker still writing an answer nobody will read gets EPIPE and exits;
             link.channel.close()  # the others read CLOSE, which the pipe keeps for them
-        for proc in self._procs.values():
-            if terminate:
+        procs = list(self._procs.values())
+        if terminate:
+            for proc in procs:
                 proc.terminate()
-            proc.join(timeout=_CLOSE_GRACE_S)
-            if proc.is_alive():
-                proc.terminate()
-                proc.join(timeout=_CLOSE_GRACE_S)
+        _join_all(procs, _CLOSE_GRACE_S)  # one grace for all: workers stuck in an env's close wait it out together
+        stuck = [proc for proc in procs if proc.is_alive()]
+        for proc in stuck:
+            proc.terminate()
+        _join_all(stuck, _CLOSE_GRACE_S)
+        for proc in stuck:
             if proc.is_alive():
                 proc.kill()
                 proc.join()
@@ -469,3 +472,10 @@ class MultiprocessingTransport(Transport):
         engine, self._engine = self._engine, None
         if engine is not None:
             engine.close()
+
+
+def _join_all(procs: list[Any], seconds: float) -> None:
+    """Join ``procs`` within ``seconds`` in all, not each."""
+    deadline = time.monotonic() + seconds
+    for proc in procs:
+        proc.join(timeout=max(0.0, deadline - time.monotonic()))

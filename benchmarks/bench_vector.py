@@ -1,15 +1,15 @@
 """shoal's backends against Gymnasium's (and PufferLib's, when installed) vector envs, in one run.
 
     python benchmarks/bench_vector.py [--seconds 1] [--rounds 3] [--envs 8 16 64] [--workloads cartpole burn200us dict]
-                                      [--autoreset-mode next_step|same_step]
+                                      [--autoreset-mode next_step|same_step] [--shoal-workers N ...]
 
 Prints steps/s of every configuration (its best window over ``--rounds`` interleaved rounds) and, per workload and
 env count, the ratio of shoal's best configuration to the best peer configuration measured in the same run (absolute
 figures drift on a shared machine; ratios hold). ``--autoreset-mode same_step`` (what SB3 code steps) runs every
 vector env in that mode (PufferLib, whose autoreset is its own, is left out then). PufferLib's configurations run when
 pufferlib-core is installed (``pip install --no-deps pufferlib-core==3.0.23``: it pins torch 2.9.0, which would
-replace the CPU build), over its own Gymnasium wrapper: its serial backend, its multiprocessing one with 1 and 2
-workers, and 2 workers answering half the envs (asynchronous).
+replace the CPU build), over its own Gymnasium wrapper: its serial backend, its multiprocessing one with 1, 2 and
+one per core workers, and the most of those answering half the envs (asynchronous).
 """
 
 from __future__ import annotations
@@ -33,27 +33,36 @@ def measure(envs, seconds: float) -> float:
     return best_rate(envs, seconds, lambda envs: envs.reset(seed=0))
 
 
-def configs(fn, n, mode="next_step"):
+def configs(fn, n, mode="next_step", workers=()):
     fns, mode = [fn] * n, AutoresetMode[mode.upper()]
     yield "shoal", "serial", lambda: shoal.make(fns, backend="serial", autoreset_mode=mode)
     # multiprocessing, inline; or serial (shoal.vector.load)
     yield "shoal", "default", lambda: shoal.make(fns, autoreset_mode=mode)
     yield "shoal", "mp 2 workers", lambda: shoal.make(fns, num_workers=2, inline=False, autoreset_mode=mode)
+    for w in workers:
+        yield "shoal", f"mp {w}, inline", lambda w=w: shoal.make(fns, num_workers=w, autoreset_mode=mode)
     yield "peer", "gymnasium Sync", lambda: gym.vector.SyncVectorEnv(fns, autoreset_mode=mode)
     yield "peer", "gymnasium Async", lambda: gym.vector.AsyncVectorEnv(fns, autoreset_mode=mode)
     if mode is not AutoresetMode.NEXT_STEP or importlib.util.find_spec("pufferlib") is None:
         return
     make = partial(puffer_make, fn, n)
     yield "peer", "pufferlib Serial", lambda: make(backend="Serial")
-    for workers in (1, 2):  # one worker per core is PufferLib's rule; its calling process spins too
+    # one worker per core is PufferLib's rule (its calling process spins too); 1 and 2 for a 2-core machine
+    counts = [w for w in sorted({1, 2, os.cpu_count() or 1}) if n % w == 0]
+    for workers in counts:
         yield "peer", f"pufferlib mp {workers}", lambda w=workers: make(backend="Multiprocessing", num_workers=w)
-    # asynchronous: each recv returns the first worker's half, as PufferLib's batch_size < num_envs does
-    yield "peer", "pufferlib mp 2 async", lambda: make(backend="Multiprocessing", num_workers=2, batch_size=n // 2)
+    # asynchronous: each recv returns the first half of the envs, as PufferLib's batch_size < num_envs does
+    most = counts[-1]
+    if most > 1:
+        yield "peer", f"pufferlib mp {most} async", lambda: make(
+            backend="Multiprocessing", num_workers=most, batch_size=n // 2
+        )
 
 
 def main() -> None:
     args = arguments(__doc__, [8, 16, 64], autoreset=True)
-    side_by_side(args, partial(configs, mode=args.autoreset_mode), measure, "peer", target=">= 1.2")
+    side_by_side(args, partial(configs, mode=args.autoreset_mode, workers=args.shoal_workers), measure, "peer",
+                 target=">= 1.2")
 
 
 if __name__ == "__main__":

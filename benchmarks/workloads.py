@@ -114,7 +114,7 @@ Configs = Callable[[Callable[[], gym.Env], int], Iterator[tuple[str, str, Callab
 
 
 def arguments(doc: str, envs: list[int], autoreset: bool = False) -> argparse.Namespace:
-    """The command line both comparisons take (``autoreset``: and ``--autoreset-mode``)."""
+    """The command line both comparisons take (``autoreset``: and ``--autoreset-mode``, ``--shoal-workers``)."""
     parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=1.0)
     parser.add_argument("--rounds", type=int, default=3, help="rounds over every configuration; best one counts")
@@ -122,6 +122,9 @@ def arguments(doc: str, envs: list[int], autoreset: bool = False) -> argparse.Na
     parser.add_argument("--workloads", nargs="+", default=list(WORKLOADS), choices=list(WORKLOADS))
     if autoreset:
         parser.add_argument("--autoreset-mode", default="next_step", choices=["next_step", "same_step"])
+        parser.add_argument("--shoal-workers", type=int, nargs="*", default=[], metavar="N",
+                            help="also shoal's multiprocessing backend with N workers (the calling process stepping "
+                                 "one share, as by default)")
     return parser.parse_args()
 
 

@@ -278,6 +278,16 @@ def test_autotune_ranks_configurations_and_its_snippet_builds_the_best(capsys):
     assert code == 0 and "shoal.AtariVectorEnv(games=['pong', 'pong']" in out
 
 
+def test_autotune_tries_what_the_default_may_choose_on_many_cores():
+    from shoal.bench.autotune import candidates
+
+    configs = candidates(64, cpus=16)
+    assert configs[0] == Config("multiprocessing", 16, 64)  # one worker per core first
+    workers = {c.num_workers for c in configs if c.backend == "multiprocessing"}
+    assert {16, 8, 4, 1} <= workers  # the default halves the workers for an env of a few microseconds a step
+    assert Config("serial", 1, 64) in configs
+
+
 def test_autotune_counts_a_multiagent_envs_batch_in_its_rows(capsys):
     # 8 envs of 2 agents are 16 rows: a batch of 4 envs is batch_size=8 rows, and a full batch leaves it out (it
     # was passed as 8, a batch of half the rows, which 3 workers cannot share: the whole autotune stopped there)

@@ -102,6 +102,28 @@ def test_choose_workers(units, cores, others, cost, workers):
 
 
 @pytest.mark.parametrize(
+    "units, cores, others, shares, workers",
+    [
+        (64, 16, 0.0, [4, 8], 8),  # 4 us a worker is under TINY_BATCH_S: half as many workers, 8 us each
+        (16, 16, 0.0, [1, 2, 4, 8], 2),
+        (8, 16, 0.0, [1, 2, 4], 1),  # even two workers' shares are tiny: the calling process alone
+        (48, 12, 0.0, [4, 8], 6),
+        (64, 16, 4.0, [4, 8], 8),  # busy, with twelve cores free: the halved count fits
+        (64, 16, 12.0, [4, 8], 4),  # four free: one worker each
+    ],
+)
+def test_many_cores_and_a_tiny_share_halve_the_workers_until_a_share_pays(units, cores, others, shares, workers):
+    asked = []
+
+    def seconds(share):
+        asked.append(share)
+        return TINY * share
+
+    assert choose_workers(units, cores, others, ShareCost(seconds, TINY_BATCH_S, CHEAP_BATCH_S)) == workers
+    assert asked == shares
+
+
+@pytest.mark.parametrize(
     "share, others, workers",
     [
         (TINY_NATIVE_SHARE_S * 0.9, 0.0, 1),  # a batch-native share of ~45 us: the calling process alone, even idle

@@ -2,7 +2,8 @@
 
 A workload is either Atari games (one env per entry, all in one :class:`~shoal.AtariVectorEnv`) or a Gymnasium id
 with a number of envs. The settings tried: the serial backend; multiprocessing with 1 to 2x cores workers (several
-envs per worker); and, where envs split evenly over workers, first-N-of-M batches of half the envs.
+envs per worker; a quarter, a half, one and two per core, one more than the cores); and, where envs split evenly over
+workers, first-N-of-M batches of half the envs.
 """
 
 from __future__ import annotations
@@ -118,7 +119,10 @@ class TuneResult:
 def candidates(num_envs: int, cpus: int | None = None) -> list[Config]:
     """The configurations worth trying for ``num_envs`` envs on ``cpus`` cores, most promising first."""
     cpus = cpus or os.cpu_count() or 1
-    workers = sorted({w for w in (cpus, 1, 2 * cpus, max(1, cpus // 2), cpus + 1) if 1 <= w <= num_envs})
+    # a half and a quarter of the cores: the default's choices for an env of a few microseconds a step
+    # (shoal.vector.load.choose_workers)
+    quarters = (max(1, cpus // 2), max(1, cpus // 4))
+    workers = sorted({w for w in (cpus, 1, 2 * cpus, *quarters, cpus + 1) if 1 <= w <= num_envs})
     workers.sort(key=lambda w: abs(w - cpus))  # one worker per core first
     configs = [Config("multiprocessing", w, num_envs) for w in workers]
     for w in workers:

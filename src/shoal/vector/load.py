@@ -6,7 +6,9 @@ the scheduler, whose latency is a fraction of a millisecond to milliseconds: the
 step) steps faster all in the calling process (measured on 2 cores with 1 to 4 busy processes: shoal's workers ran
 CartPole x 8 at 0.3-0.7x of one process), while an env whose step costs hundreds of microseconds still gains from
 workers (200 us a step: 1.2-1.3x one process with 2 and 4 busy processes, 0.9x with 1). An env whose steps cost a
-few microseconds steps faster in the calling process even on an idle machine. Both are measured when the vector env
+few microseconds gets fewer workers than cores even on an idle machine, so that each takes enough work off the
+calling process to pay for its hand-off, and none (the calling process alone) where even two workers would not have
+enough (on 2 cores, 8 envs of ~1 us a step). Both are measured when the vector env
 is made: the number of runnable tasks the kernel reports (a few readings of ``/proc/loadavg``, ~10 ms), and what a
 worker's share of a batch costs (:class:`ShareCost`): a few steps of one more env, made for that, timed
 (:func:`env_share_cost`), or for a batch-native env a few steps of a worker's share of its instances on the serial
@@ -32,10 +34,10 @@ BUSY = 0.75
 """The machine counts as busy when other tasks are runnable this many times on average (a process that never sleeps
 is 1.0; a transient one seldom reaches this)."""
 TINY_BATCH_S = 5e-6
-"""A worker's share of one batch below this much env work (as :func:`step_seconds` times it) steps faster in the
-calling process even on an idle machine: a hand-off and shoal's own work per env cost as much (measured on 2 cores:
-the Dict workload, 0.84 us a step, ran with a worker per core at 0.87x the serial backend with 8 envs, a share of
-3.4 us, and at 1.05x with 16, a share of 6.7 us)."""
+"""A worker's share of one batch below this much env work (as :func:`step_seconds` times it) does not pay for its
+hand-off, even on an idle machine: fewer workers with larger shares step faster, or the calling process alone
+(measured on 2 cores: the Dict workload, 0.84 us a step, ran with a worker per core at 0.87x the serial backend with
+8 envs, a share of 3.4 us, and at 1.05x with 16, a share of 6.7 us; on 16 cores, see :func:`choose_workers`)."""
 TINY_NATIVE_SHARE_S = 50e-6
 """A batch-native env's share below this much time (a serial step of a worker's share of the instances, shoal's
 fixed cost of a step included: ~30 us) steps faster in the calling process even on an idle machine: the calling
@@ -214,24 +216,38 @@ def choose_workers(units: int, cores: int, others: float, cost: ShareCost | None
     """Workers for ``units`` envs stepped synchronously on ``cores`` cores with ``others`` runnable tasks besides
     the caller; ``cost`` says what a worker's share takes (None: unknown). 1 means the calling process alone.
 
-    A worker's share of a batch (``cost.seconds`` of ``units / workers`` units, rounded up) decides: under
-    ``cost.tiny_s``, 1; on an idle machine (``others <`` :data:`BUSY`) otherwise one worker per core; on a busy one,
-    an env of unknown cost or a share of ``cost.cheap_s`` or more still one per core (workers gain even on shared
-    cores), a cheaper one one per free core, and 1 when fewer than two cores are free.
+    A worker's share of a batch (``cost.seconds`` of ``units / workers`` units, rounded up) decides. One worker per
+    core, unless that share is under ``cost.tiny_s``: then half as many workers, each with twice the share, until
+    it is not (the calling process posts to and collects from each worker in turn, so a worker that takes less off
+    it than that costs more than it saves), and 1 where even two workers' shares are under it. On a busy machine
+    (``others >=`` :data:`BUSY`), a share under ``cost.cheap_s`` keeps no more workers than there are free cores, and
+    1 when fewer than two are free; an env of unknown cost, or a dearer share, keeps its workers (they gain even on
+    shared cores).
+
+    Measured on a lent 16-core machine (``benchmarks/RESULTS.md``, "Cheap envs on 16 cores"), the Dict workload of
+    ``benchmarks/bench_vector.py`` (~0.8 us a step): x 64 stepped at 1.66x the serial backend with 16 workers, 1.74x
+    with 8 and 1.88x with 4, where one worker per core's share (4 envs) was under ``tiny_s`` and the calling process
+    alone used to be chosen; x 16 at 0.68x with 16 workers and 1.06x with 2.
     """
     per_core = min(units, cores)
     if per_core == 1:
         return 1
-    share = None if cost is None else cost.seconds(-(-units // per_core))
-    busy = others >= BUSY
-    if share is not None and cost is not None and share < cost.tiny_s:
-        workers = 1
-    elif not busy or share is None or cost is None or share >= cost.cheap_s:
+    if cost is None:
         return per_core
-    else:
+    workers = per_core
+    share = cost.seconds(-(-units // workers))
+    while share is not None and share < cost.tiny_s and workers > 2:
+        workers //= 2
+        share = cost.seconds(-(-units // workers))
+    if share is None:
+        return per_core
+    if share < cost.tiny_s:
+        workers = 1
+    elif others >= BUSY and share < cost.cheap_s:
         free = int(cores - others + 0.5)
-        workers = min(units, free) if free >= 2 else 1
-    assert share is not None  # (each path here measured it)
+        workers = min(workers, free) if free >= 2 else 1
+    if workers == per_core:
+        return workers
     log.info(
         "%.1f other runnable tasks on %d cores and ~%.1f us a worker's share of a step: %d worker%s", others, cores,
         share * 1e6, workers, "" if workers == 1 else "s",

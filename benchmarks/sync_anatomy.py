@@ -22,8 +22,10 @@ split of envs (each process steps its own), and a timeline of shoal's batches, p
 2. A timeline of ``shoal sync``'s batches from timestamps taken in every process (``time.perf_counter``, the
    system-wide monotonic clock on Linux): per batch, the calling process's work before the first post, the posts, each
    worker's delay from its post to the start of its step, each process's step, the wait for the last answer after the
-   calling process's own step, and the tail after it (copies left, infos, the return). Medians over batches. With
-   ``--torch DEVICE``, also the timeline of the same batches stepped through ``envs.torch(DEVICE)``'s ``step`` op.
+   calling process's own step, and the tail after it (copies left, infos, the return). Medians over batches; then
+   whether the slowest process is the same one batch after batch (a slow core, which fewer envs for it would help)
+   or a different one (uneven steps). With ``--torch DEVICE``, also the timeline of the same batches stepped through
+   ``envs.torch(DEVICE)``'s ``step`` op.
 """
 
 from __future__ import annotations
@@ -236,6 +238,14 @@ def timeline(game: str, envs: int, workers: int, seconds: float, warmup: float, 
     for name, values in rows.items():
         print(f"  {name:48s} {np.median(values) * 1e6:8.0f}")
     print(f"  batches in which the calling process finished last: {(own[:, 1] >= last).mean():.0%}")
+    # Is the slowest process the same one batch after batch (a slow or shared core: fewer envs for it would pay), or
+    # a different one each time (uneven steps: no split helps)? Process 0 is the calling process.
+    durations = steps[:, :, 1] - steps[:, :, 0]
+    medians = np.median(durations, 1)
+    slowest = np.bincount(durations.argmax(0), minlength=len(durations)) / durations.shape[1]
+    print(f"  per process, its step's median: {medians.min() * 1e6:.0f}-{medians.max() * 1e6:.0f} us, the highest "
+          f"{medians.max() / medians.mean():.3f}x the mean; slowest of a batch most often: process "
+          f"{slowest.argmax()}, in {slowest.max():.0%} of batches (a different one each time: {1 / len(slowest):.0%})")
 
 
 def op_stepper(venv, device: str):

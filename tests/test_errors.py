@@ -262,6 +262,34 @@ class _CloseHangsInWorkers(gym.Wrapper):
         super().close()
 
 
+class _CloseFails(gym.Wrapper):
+    """CartPole whose close raises for env ``index`` 1 (after closing it), recording every close."""
+
+    closed: list[int] = []
+
+    def __init__(self, index: int) -> None:
+        super().__init__(gym.make("CartPole-v1"))
+        self.index = index
+
+    def close(self) -> None:
+        _CloseFails.closed.append(self.index)
+        super().close()
+        if self.index == 1:
+            raise ValueError("the simulator did not shut down")
+
+
+def test_an_envs_failing_close_still_closes_the_others_and_the_vector_env():
+    envs = shoal.make([functools.partial(_CloseFails, i) for i in range(4)], backend="serial")
+    envs.reset(seed=0)
+    _CloseFails.closed.clear()
+    with pytest.raises(errors.EnvError, match="env 1 raised ValueError: the simulator did not shut down") as caught:
+        envs.close()
+    assert isinstance(caught.value, ValueError)
+    assert _CloseFails.closed == [0, 1, 2, 3]  # before, envs 2 and 3 were left open
+    envs.close()  # the error was reported once; nothing is left to close
+    assert envs.closed and _CloseFails.closed == [0, 1, 2, 3]
+
+
 def test_workers_stuck_in_an_envs_close_are_ended_within_one_grace_period_together():
     from conftest import worker_processes
     from shoal.vector import multiproc

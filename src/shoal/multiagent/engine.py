@@ -19,7 +19,7 @@ from shoal.errors import ConfigError, EnvOutputError, SpaceMismatchError
 from shoal.multiagent.rows import AgentRows
 from shoal.spaces import Layout
 from shoal.vector.buffers import Buffers, item_writers
-from shoal.vector.engine import Engine, blame, env_error
+from shoal.vector.engine import Engine, blame, close_all, env_error
 from shoal.vector.outputs import Rejected, check_flag, check_reward, observation_check
 
 EXTRAS: dict[str, tuple[np.dtype, tuple[int, ...]]] = {
@@ -289,7 +289,5 @@ class PettingZooEngine(Engine):
         self._each_env(ids, lambda e, env: setattr(env, name, first[e]))
 
     def close(self) -> None:
-        for e, env in enumerate(self.envs, start=self.first_env):
-            with blame(e):
-                env.close()
-        self.envs = []
+        envs, self.envs = self.envs, []
+        close_all(enumerate(envs, start=self.first_env))

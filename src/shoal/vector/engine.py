@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from contextlib import contextmanager
 from enum import IntEnum
 from itertools import repeat
-from typing import Any, Iterator, NamedTuple
+from typing import Any, Iterable, Iterator, NamedTuple
 
 import numpy as np
 from gymnasium.vector import AutoresetMode
@@ -135,6 +135,24 @@ def blame(env_id: int) -> Iterator[None]:
         yield
     except Exception as exc:
         raise env_error(env_id, exc) from exc
+
+
+def close_all(closables: Iterable[tuple[int | None, Any]]) -> None:
+    """Close each of ``closables`` (``(env_id, env)`` pairs; ``env_id`` None for what is no env, such as an
+    engine), also after one raised, then raise the first error (an env's blamed on it, :func:`blame`): one failing
+    ``close`` leaves nothing after it open."""
+    first: Exception | None = None
+    for env_id, closable in closables:
+        try:
+            if env_id is None:
+                closable.close()
+            else:
+                with blame(env_id):
+                    closable.close()
+        except Exception as exc:
+            first = first or exc
+    if first is not None:
+        raise first
 
 
 class Engine(ABC):

@@ -15,7 +15,7 @@ from gymnasium.spaces.utils import is_space_dtype_shape_equiv
 
 from shoal.errors import ConfigError, SpaceMismatchError
 from shoal.vector.buffers import Buffers, item_writers
-from shoal.vector.engine import Engine, blame, env_error
+from shoal.vector.engine import Engine, blame, close_all, env_error
 from shoal.vector.outputs import (
     RESET_RESULT,
     STEP_RESULT,
@@ -264,7 +264,5 @@ class GymEngine(Engine):
                 self._env(env_id).set_wrapper_attr(name, value)
 
     def close(self) -> None:
-        for env_id, env in zip(self.env_ids, self.envs):
-            with blame(env_id):
-                env.close()
-        self.envs = []
+        envs, self.envs = self.envs, []
+        close_all(zip(self.env_ids, envs))

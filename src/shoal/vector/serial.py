@@ -8,7 +8,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 
 from shoal.vector.buffers import BufferSpec
-from shoal.vector.engine import Command
+from shoal.vector.engine import Command, close_all
 from shoal.vector.transport import EngineFactory, Transport, answer_of
 
 
@@ -90,6 +90,5 @@ class SerialTransport(Transport):
 
     def close(self, terminate: bool = False) -> None:
         engines, self.engines = self.engines, []
-        for engine in engines:
-            engine.close()
+        close_all((None, engine) for engine in engines)
 

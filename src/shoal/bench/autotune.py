@@ -121,8 +121,8 @@ def candidates(num_envs: int, cpus: int | None = None) -> list[Config]:
     cpus = cpus or os.cpu_count() or 1
     # a half and a quarter of the cores: the default's choices for an env of a few microseconds a step
     # (shoal.vector.load.choose_workers)
-    quarters = (max(1, cpus // 2), max(1, cpus // 4))
-    workers = sorted({w for w in (cpus, 1, 2 * cpus, *quarters, cpus + 1) if 1 <= w <= num_envs})
+    fewer = (max(1, cpus // 2), max(1, cpus // 4))
+    workers = sorted({w for w in (cpus, 1, 2 * cpus, *fewer, cpus + 1) if 1 <= w <= num_envs})
     workers.sort(key=lambda w: abs(w - cpus))  # one worker per core first
     configs = [Config("multiprocessing", w, num_envs) for w in workers]
     for w in workers:

@@ -5,6 +5,7 @@ import functools
 import multiprocessing as mp
 import os
 import statistics
+import subprocess
 import sys
 import time
 
@@ -31,7 +32,7 @@ from shoal.vector.serial import SerialTransport
 from fakes import CountingEnv, FaultyEnv, SlowEnv, Walk
 from helpers import assert_same, rollout
 
-CORES = os.cpu_count() or 1
+CORES = load.usable_cores()
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the load is read from /proc/loadavg")
 
 
@@ -191,6 +192,29 @@ def test_a_batch_native_env_is_timed_on_a_share_of_its_instances(monkeypatch):
 
 
 @linux_only
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
+                    reason="needs two CPUs and os.sched_setaffinity")
+def test_the_defaults_count_the_cpus_this_process_may_run_on_not_the_machines():
+    script = """
+import os, shoal
+from shoal.bench.autotune import candidates
+from shoal.vector import AsyncVectorEnv
+import gymnasium as gym
+os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # as taskset -c, a container's cpuset or a SLURM job do
+print(os.cpu_count() > 1)
+with shoal.make("CartPole-v1", 8) as envs:
+    print(envs.num_workers, type(envs._transport).__name__)
+with AsyncVectorEnv([lambda: gym.make("CartPole-v1")] * 4) as envs:
+    print(envs.num_workers)
+print(candidates(8)[0].num_workers)
+"""
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    # the machine has more CPUs; this process may run on one: before, 2 workers each (spinning on one CPU). On one
+    # CPU the default steps in the calling process: a worker process would only add hand-offs
+    assert run.stdout.split() == ["True", "1", "SerialTransport", "1", "1"]
+
+
 def test_busy_processes_are_counted(busy_machine):
     assert other_runnable() >= busy_machine - 0.5
 

@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from shoal.atari.roms import game_ids, new_ale
+from shoal.vector.load import usable_cores
 
 SEEDS = ((11, 12), (2024, 7))
 """ALE seeds of each pair of emulators that play in lockstep (the start is saved with seed 5)."""
@@ -160,7 +161,6 @@ def _differ(real: Any, restored: Any, ahead: int, screen: bool = False, lives: i
 
 def main(argv: list[str]) -> None:
     """Check ROMs, each in its own process (ALE ends the process on a ROM it cannot load), and rewrite the list."""
-    import os
     import subprocess
     from concurrent.futures import ThreadPoolExecutor
     from pathlib import Path
@@ -179,7 +179,7 @@ def main(argv: list[str]) -> None:
         run = subprocess.run(command, capture_output=True, text=True)
         return run.stdout.strip().splitlines()[-1] if run.returncode == 0 and run.stdout.strip() else "did not run"
 
-    with ThreadPoolExecutor(os.cpu_count()) as pool:
+    with ThreadPoolExecutor(usable_cores()) as pool:
         for game, said in zip(games, pool.map(verdict, games)):
             print(f"{game:24s} {said}", flush=True)
             (same if said == "same" else differ).append(game)

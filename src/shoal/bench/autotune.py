@@ -8,7 +8,6 @@ workers, first-N-of-M batches of half the envs.
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Sequence
@@ -18,6 +17,7 @@ import numpy as np
 from shoal.atari.roms import check_game
 from shoal.bench.throughput import SETTINGS, time_steps
 from shoal.errors import ConfigError
+from shoal.vector.load import usable_cores
 
 Progress = Callable[[str, float, float], None]
 """Called with ``(description, seconds spent, budget)`` as each configuration starts."""
@@ -118,7 +118,7 @@ class TuneResult:
 
 def candidates(num_envs: int, cpus: int | None = None) -> list[Config]:
     """The configurations worth trying for ``num_envs`` envs on ``cpus`` cores, most promising first."""
-    cpus = cpus or os.cpu_count() or 1
+    cpus = cpus or usable_cores()
     # a half and a quarter of the cores: the default's choices for an env of a few microseconds a step
     # (shoal.vector.load.choose_workers)
     fewer = (max(1, cpus // 2), max(1, cpus // 4))

@@ -9,7 +9,6 @@ machine, which lasts seconds, falls on all of them rather than on the one measur
 from __future__ import annotations
 
 import contextlib
-import os
 import platform
 import random
 import time
@@ -20,6 +19,7 @@ import numpy as np
 
 from shoal.atari.roms import check_game, game_ids
 from shoal.errors import ConfigError, MissingDependencyError
+from shoal.vector.load import usable_cores
 
 if TYPE_CHECKING:
     from shoal.vector.base import Backend
@@ -108,7 +108,7 @@ def machine() -> dict[str, Any]:
     import shoal
 
     return {
-        "cpus": os.cpu_count(),
+        "cpus": usable_cores(),
         "platform": platform.platform(),
         "python": platform.python_version(),
         "shoal": shoal.__version__,
@@ -274,7 +274,7 @@ def _async_stepper(games: list[str], opened: contextlib.ExitStack, rng: np.rando
     from shoal.atari import AtariVectorEnv
 
     n = len(games)
-    workers = max(w for w in range(1, min(n, os.cpu_count() or 1) + 1) if n % w == 0)
+    workers = max(w for w in range(1, min(n, usable_cores()) + 1) if n % w == 0)
     envs = opened.enter_context(AtariVectorEnv(games=games, num_workers=workers, batch_size=n // 2, **SETTINGS))
     _, info = envs.reset(seed=0)
     counts = np.asarray(envs.num_actions)

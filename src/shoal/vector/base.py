@@ -7,7 +7,6 @@ backends only move commands and results (:mod:`shoal.vector.transport`).
 
 from __future__ import annotations
 
-import os
 import warnings
 import weakref
 from collections.abc import Mapping
@@ -44,7 +43,7 @@ from shoal.vector.checks import (
 from shoal.vector.copies import SPLIT_FROM, SplitCopies, copy_out
 from shoal.vector.engine import Command, LooseObs, Op, Sequences
 from shoal.vector.infos import InfoParts, merge_infos
-from shoal.vector.load import BUSY, ShareCost, choose_workers, other_runnable
+from shoal.vector.load import BUSY, ShareCost, choose_workers, other_runnable, usable_cores
 from shoal.vector.state import AsyncState, check_idle, check_timeout, check_waiting, whole
 from shoal.vector.transport import EngineFactory, Transport
 
@@ -232,13 +231,13 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):  # type: ignore[misc]
 
             return min(units, cluster_cpus(address))
         if num_workers is None and backend == "multiprocessing" and share_cost is not None:
-            cores = os.cpu_count() or 1
+            cores = usable_cores()
             self._others = other_runnable()
             workers = choose_workers(units, cores, self._others, share_cost)
-            self._alone = workers == 1 < min(units, cores)
+            self._alone = workers == 1 < units  # also on one core: a worker process would only add hand-offs
             return workers
         if num_workers is None:
-            return 1 if backend == "serial" else min(units, os.cpu_count() or 1)
+            return 1 if backend == "serial" else min(units, usable_cores())
         if isinstance(num_workers, bool) or not isinstance(num_workers, (int, np.integer)):
             raise ConfigError(f"num_workers must be an integer, got {num_workers!r}")
         if not 1 <= num_workers <= units:

@@ -7,7 +7,6 @@ arguments: everything else is the one :class:`~shoal.vector.base.VectorEnv`.
 
 from __future__ import annotations
 
-import os
 from typing import Any, Callable, Sequence, cast
 
 from gymnasium import Env, Space, spaces
@@ -16,6 +15,7 @@ from gymnasium.vector import AutoresetMode
 from shoal.errors import ConfigError
 from shoal.vector.base import VectorEnv
 from shoal.vector.gym_engine import GymEngine
+from shoal.vector.load import usable_cores
 from shoal.vector.serial import SerialTransport
 
 
@@ -95,7 +95,7 @@ class AsyncVectorEnv(VectorEnv):
             env_fns,
             "AsyncVectorEnv",
             backend="multiprocessing",
-            num_workers=min(len(env_fns), os.cpu_count() or 1),
+            num_workers=min(len(env_fns), usable_cores()),
             inline=False,  # every env in a worker: step_async/reset_async return at once, as Gymnasium's do
             copy=copy,
             context=context,

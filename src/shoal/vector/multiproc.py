@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import gc
 import multiprocessing as mp
-import os
 import sys
 import time
 import warnings
@@ -64,6 +63,7 @@ from shoal.vector.link import (
     wait,
 )
 from shoal.vector.engine import Command, Engine
+from shoal.vector.load import usable_cores
 from shoal.vector.transport import EngineFactory, Transport, answer_of, messages, pickled, raise_first, timed_out
 
 _CLOSE_GRACE_S = 2.0
@@ -135,7 +135,7 @@ class MultiprocessingTransport(Transport):
         self._local = {g: members.index(g) for members in self.hosts for g in members}  # index within its host
         processes = len(self.hosts) + (0 if inline else 1)
         if spin_us is None:
-            spin_us = _DEFAULT_SPIN_US if processes <= (os.cpu_count() or 1) else 0.0
+            spin_us = _DEFAULT_SPIN_US if processes <= usable_cores() else 0.0
         self._spin_s = spin_us / 1e6
         self._spin = Spin(self._spin_s)
         if context is not None and context not in mp.get_all_start_methods():

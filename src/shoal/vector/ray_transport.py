@@ -43,6 +43,7 @@ from shoal.vector.buffers import Buffers, BufferSpec
 from shoal.vector.channel import Channel
 from shoal.vector.copies import CHECKED_FROM, NEAR
 from shoal.vector.engine import Command, Op
+from shoal.vector.load import usable_cores
 from shoal.vector.ray_node import (
     CLOSE, NUMBER, SHARED, NodeHost, command_request, no_delay, read_reply, step_arrays, step_request,
 )
@@ -80,7 +81,7 @@ def connect(address: str | None = None) -> Any:
             ray.init(address=address, logging_level="WARNING")
         else:  # "local": a new one, whatever /tmp/ray/ray_current_cluster names (a `ray start` cluster, or one
             # that died without removing it: Ray would join it, and refuse num_cpus)
-            ray.init(address="local", num_cpus=os.cpu_count(), include_dashboard=False, logging_level="WARNING")
+            ray.init(address="local", num_cpus=usable_cores(), include_dashboard=False, logging_level="WARNING")
             _local["started"] = True
     return ray
 

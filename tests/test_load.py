@@ -191,7 +191,6 @@ def test_a_batch_native_env_is_timed_on_a_share_of_its_instances(monkeypatch):
             assert_same(a, b)
 
 
-@linux_only
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
                     reason="needs two CPUs and os.sched_setaffinity")
 def test_the_defaults_count_the_cpus_this_process_may_run_on_not_the_machines():
@@ -215,6 +214,7 @@ print(candidates(8)[0].num_workers)
     assert run.stdout.split() == ["True", "1", "SerialTransport", "1", "1"]
 
 
+@linux_only
 def test_busy_processes_are_counted(busy_machine):
     assert other_runnable() >= busy_machine - 0.5
 

@@ -49,6 +49,7 @@ from workloads import WORKLOADS  # noqa: E402
 
 import shoal  # noqa: E402
 from shoal.bench.throughput import interleaved, time_in_turns  # noqa: E402
+from shoal.vector.load import usable_cores  # noqa: E402
 
 
 def spin() -> None:
@@ -98,7 +99,7 @@ def native_configs(name, n):
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    cores = os.cpu_count() or 1
+    cores = usable_cores()
     parser.add_argument("--busy", type=int, nargs="+", default=[0, cores, 2 * cores, 4 * cores])
     parser.add_argument("--seconds", type=float, default=1.0)
     parser.add_argument("--rounds", type=int, default=3)

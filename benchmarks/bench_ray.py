@@ -29,6 +29,7 @@ import ray
 import shoal
 from bench_atari import round_ratios
 from shoal.bench.throughput import SETTINGS, time_steps
+from shoal.vector.load import usable_cores
 
 SWEEP_GAMES = ["pong", "breakout", "space_invaders", "ms_pacman"]
 
@@ -61,8 +62,8 @@ def over_the_wire(seconds: float, rounds: int) -> None:
     after): 125 Mb/s is to 2 cores what 1 Gb/s is to 16."""
     from shoal.vector import ray_transport
 
-    ray.init(address="local", num_cpus=os.cpu_count(), include_dashboard=False, logging_level="WARNING")
-    workers = os.cpu_count()
+    ray.init(address="local", num_cpus=usable_cores(), include_dashboard=False, logging_level="WARNING")
+    workers = usable_cores()
     rates: dict[str, list[float]] = {"multiprocessing": [], "ray": []}
     for _ in range(rounds):
         for backend, got in rates.items():
@@ -76,8 +77,8 @@ def over_the_wire(seconds: float, rounds: int) -> None:
 
 
 def one_machine(seconds: float, rounds: int) -> None:
-    ray.init(address="local", num_cpus=os.cpu_count(), include_dashboard=False, logging_level="WARNING")
-    workers = os.cpu_count()
+    ray.init(address="local", num_cpus=usable_cores(), include_dashboard=False, logging_level="WARNING")
+    workers = usable_cores()
     workloads = {
         "Breakout x16": lambda backend: lambda: shoal.AtariVectorEnv(
             games=["breakout"] * 16, backend=backend, num_workers=workers, **SETTINGS),

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import time
 
 import numpy as np
@@ -40,6 +39,7 @@ import shoal
 from bench_atari import bare_limit, profiled
 from shoal.bench.throughput import SETTINGS, interleaved, time_steps
 from shoal.vector import link
+from shoal.vector.load import usable_cores
 
 SYNC = {"": {}, ", inline=False": {"inline": False}, ", copy=False": {"copy": False},
         ", reset_cache=False": {"reset_cache": False},
@@ -165,7 +165,7 @@ def fixed_cost(workers: int, seconds: float, rounds: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--workers", type=int, default=os.cpu_count())
+    parser.add_argument("--workers", type=int, default=usable_cores())
     parser.add_argument("--envs", type=int, help="default: 4 per worker")
     parser.add_argument("--games", nargs="+", default=["breakout", "pong"])
     parser.add_argument("--seconds", type=float, default=3.0)

@@ -26,6 +26,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from workloads import arguments, best_rate, puffer_make, side_by_side  # noqa: E402
 
 import shoal  # noqa: E402
+from shoal.vector.load import usable_cores  # noqa: E402
 
 
 def measure(envs, seconds: float) -> float:
@@ -48,7 +49,7 @@ def configs(fn, n, mode="next_step", workers=()):
     make = partial(puffer_make, fn, n)
     yield "peer", "pufferlib Serial", lambda: make(backend="Serial")
     # one worker per core is PufferLib's rule (its calling process spins too); 1 and 2 for a 2-core machine
-    counts = [w for w in sorted({1, 2, os.cpu_count() or 1}) if n % w == 0]
+    counts = [w for w in sorted({1, 2, usable_cores()}) if n % w == 0]
     for workers in counts:
         yield "peer", f"pufferlib mp {workers}", lambda w=workers: make(backend="Multiprocessing", num_workers=w)
     # asynchronous: each recv returns the first half of the envs, as PufferLib's batch_size < num_envs does

@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import multiprocessing as mp
-import os
 import time
 
 import numpy as np
@@ -43,6 +42,7 @@ from bench_atari import bare_limit, bare_stepper, summed_rates
 from shoal.bench.throughput import SETTINGS, interleaved
 from shoal.vector import engine, link, multiproc
 from shoal.vector._counters import Counters
+from shoal.vector.load import usable_cores
 
 ARRIVED, STOP = 0, 1  # the barrier's counters
 
@@ -267,7 +267,7 @@ def op_stepper(venv, device: str):
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--workers", type=int, default=os.cpu_count())
+    parser.add_argument("--workers", type=int, default=usable_cores())
     parser.add_argument("--envs", type=int, help="default: 4 per worker")
     parser.add_argument("--game", default="breakout")
     parser.add_argument("--seconds", type=float, default=3.0)

@@ -49,7 +49,7 @@ from workloads import WORKLOADS  # noqa: E402
 
 import shoal  # noqa: E402
 from shoal.bench.throughput import interleaved, time_in_turns  # noqa: E402
-from shoal.vector.load import usable_cores  # noqa: E402
+from shoal.vector.cpus import usable_cores  # noqa: E402
 
 
 def spin() -> None:

@@ -29,7 +29,7 @@ import ray
 import shoal
 from bench_atari import round_ratios
 from shoal.bench.throughput import SETTINGS, time_steps
-from shoal.vector.load import usable_cores
+from shoal.vector.cpus import usable_cores
 
 SWEEP_GAMES = ["pong", "breakout", "space_invaders", "ms_pacman"]
 

@@ -39,7 +39,7 @@ import shoal
 from bench_atari import bare_limit, profiled
 from shoal.bench.throughput import SETTINGS, interleaved, time_steps
 from shoal.vector import link
-from shoal.vector.load import usable_cores
+from shoal.vector.cpus import usable_cores
 
 SYNC = {"": {}, ", inline=False": {"inline": False}, ", copy=False": {"copy": False},
         ", reset_cache=False": {"reset_cache": False},

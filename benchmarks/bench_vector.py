@@ -26,7 +26,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from workloads import arguments, best_rate, puffer_make, side_by_side  # noqa: E402
 
 import shoal  # noqa: E402
-from shoal.vector.load import usable_cores  # noqa: E402
+from shoal.vector.cpus import usable_cores  # noqa: E402
 
 
 def measure(envs, seconds: float) -> float:

@@ -42,7 +42,7 @@ from bench_atari import bare_limit, bare_stepper, summed_rates
 from shoal.bench.throughput import SETTINGS, interleaved
 from shoal.vector import engine, link, multiproc
 from shoal.vector._counters import Counters
-from shoal.vector.load import usable_cores
+from shoal.vector.cpus import usable_cores
 
 ARRIVED, STOP = 0, 1  # the barrier's counters
 

@@ -3,9 +3,7 @@ busy processes beside the test; results are the same whichever configuration it 
 
 import functools
 import multiprocessing as mp
-import os
 import statistics
-import subprocess
 import sys
 import time
 
@@ -15,6 +13,7 @@ import pytest
 
 import shoal
 from shoal.vector import load
+from shoal.vector.cpus import usable_cores
 from shoal.vector.load import (
     CHEAP_BATCH_S,
     CHEAP_NATIVE_SHARE_S,
@@ -32,7 +31,7 @@ from shoal.vector.serial import SerialTransport
 from fakes import CountingEnv, FaultyEnv, SlowEnv, Walk
 from helpers import assert_same, rollout
 
-CORES = load.usable_cores()
+CORES = usable_cores()
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the load is read from /proc/loadavg")
 
 
@@ -189,29 +188,6 @@ def test_a_batch_native_env_is_timed_on_a_share_of_its_instances(monkeypatch):
         assert envs.num_workers == min(64, CORES) and not isinstance(envs._transport, SerialTransport)
         for a, b in zip(ours, rollout(envs, lambda t: actions[t], 30, seed=5), strict=True):
             assert_same(a, b)
-
-
-@pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
-                    reason="needs two CPUs and os.sched_setaffinity")
-def test_the_defaults_count_the_cpus_this_process_may_run_on_not_the_machines():
-    script = """
-import os, shoal
-from shoal.bench.autotune import candidates
-from shoal.vector import AsyncVectorEnv
-import gymnasium as gym
-os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # as taskset -c, a container's cpuset or a SLURM job do
-print(os.cpu_count() > 1)
-with shoal.make("CartPole-v1", 8) as envs:
-    print(envs.num_workers, type(envs._transport).__name__)
-with AsyncVectorEnv([lambda: gym.make("CartPole-v1")] * 4) as envs:
-    print(envs.num_workers)
-print(candidates(8)[0].num_workers)
-"""
-    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
-    assert run.returncode == 0, run.stderr
-    # the machine has more CPUs; this process may run on one: before, 2 workers each (spinning on one CPU). On one
-    # CPU the default steps in the calling process: a worker process would only add hand-offs
-    assert run.stdout.split() == ["True", "1", "SerialTransport", "1", "1"]
 
 
 @linux_only

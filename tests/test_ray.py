@@ -332,7 +332,7 @@ def test_without_a_running_ray_one_is_started_and_shut_down_with_the_env():
     script = textwrap.dedent(
         """
         import os, psutil, ray, shoal
-        from shoal.vector.load import usable_cores
+        from shoal.vector.cpus import usable_cores
         os.environ.pop("RAY_ADDRESS", None)
         with shoal.make("CartPole-v1", 2, backend="ray") as envs:
             envs.reset(seed=0)

@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from shoal.atari.roms import game_ids, new_ale
-from shoal.vector.load import usable_cores
+from shoal.vector.cpus import usable_cores
 
 SEEDS = ((11, 12), (2024, 7))
 """ALE seeds of each pair of emulators that play in lockstep (the start is saved with seed 5)."""

@@ -17,7 +17,7 @@ import numpy as np
 from shoal.atari.roms import check_game
 from shoal.bench.throughput import SETTINGS, time_steps
 from shoal.errors import ConfigError
-from shoal.vector.load import usable_cores
+from shoal.vector.cpus import usable_cores
 
 Progress = Callable[[str, float, float], None]
 """Called with ``(description, seconds spent, budget)`` as each configuration starts."""

@@ -19,7 +19,7 @@ import numpy as np
 
 from shoal.atari.roms import check_game, game_ids
 from shoal.errors import ConfigError, MissingDependencyError
-from shoal.vector.load import usable_cores
+from shoal.vector.cpus import usable_cores
 
 if TYPE_CHECKING:
     from shoal.vector.base import Backend

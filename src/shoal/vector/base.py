@@ -41,9 +41,10 @@ from shoal.vector.checks import (
     parse_autoreset_mode,
 )
 from shoal.vector.copies import SPLIT_FROM, SplitCopies, copy_out
+from shoal.vector.cpus import usable_cores
 from shoal.vector.engine import Command, LooseObs, Op, Sequences
 from shoal.vector.infos import InfoParts, merge_infos
-from shoal.vector.load import BUSY, ShareCost, choose_workers, other_runnable, usable_cores
+from shoal.vector.load import BUSY, ShareCost, choose_workers, other_runnable
 from shoal.vector.state import AsyncState, check_idle, check_timeout, check_waiting, whole
 from shoal.vector.transport import EngineFactory, Transport
 

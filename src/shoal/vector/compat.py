@@ -15,7 +15,7 @@ from gymnasium.vector import AutoresetMode
 from shoal.errors import ConfigError
 from shoal.vector.base import VectorEnv
 from shoal.vector.gym_engine import GymEngine
-from shoal.vector.load import usable_cores
+from shoal.vector.cpus import usable_cores
 from shoal.vector.serial import SerialTransport
 
 

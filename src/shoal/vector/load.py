@@ -19,7 +19,6 @@ not followed (``benchmarks/bench_busy.py`` measures both sides).
 from __future__ import annotations
 
 import logging
-import os
 import statistics
 import time
 from typing import Any, Callable, NamedTuple
@@ -57,19 +56,6 @@ CHEAP_NATIVE_SHARE_S = 1.5e-3
 (measured on 2 cores with 2 and 8 busy processes, a worker per core against the serial backend: Squared, a share of
 ~0.54 ms, 0.80-0.87x; ~1 ms, 0.91-1.01x; ~1.9 ms, 1.15-1.37x)."""
 _READINGS, _READING_GAP_S = 8, 1e-3
-
-
-def usable_cores() -> int:
-    """The CPUs this process may run on: its affinity (``taskset``, a container's cpuset, a SLURM job's CPUs), which
-    its workers inherit, not every CPU of the machine (``os.cpu_count()``: 16 workers spinning on a job's 2 CPUs
-    would take turns on them). A CPU quota without a cpuset (``docker --cpus``) is not seen."""
-    count = getattr(os, "process_cpu_count", None)  # Python 3.13+
-    if count is not None:
-        return count() or 1
-    try:
-        return len(os.sched_getaffinity(0)) or 1
-    except (AttributeError, OSError):  # (not on macOS or Windows)
-        return os.cpu_count() or 1
 
 
 def other_runnable(readings: int = _READINGS, gap_s: float = _READING_GAP_S) -> float:

@@ -63,7 +63,7 @@ from shoal.vector.link import (
     wait,
 )
 from shoal.vector.engine import Command, Engine
-from shoal.vector.load import usable_cores
+from shoal.vector.cpus import usable_cores
 from shoal.vector.transport import EngineFactory, Transport, answer_of, messages, pickled, raise_first, timed_out
 
 _CLOSE_GRACE_S = 2.0

@@ -43,7 +43,7 @@ from shoal.vector.buffers import Buffers, BufferSpec
 from shoal.vector.channel import Channel
 from shoal.vector.copies import CHECKED_FROM, NEAR
 from shoal.vector.engine import Command, Op
-from shoal.vector.load import usable_cores
+from shoal.vector.cpus import usable_cores
 from shoal.vector.ray_node import (
     CLOSE, NUMBER, SHARED, NodeHost, command_request, no_delay, read_reply, step_arrays, step_request,
 )

@@ -45,7 +45,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_vector import measure  # noqa: E402
-from workloads import WORKLOADS  # noqa: E402
+from workloads import WORKLOADS, zero_actions  # noqa: E402
 
 import shoal  # noqa: E402
 from shoal.bench.throughput import interleaved, time_in_turns  # noqa: E402
@@ -69,7 +69,7 @@ def sustained(builds: dict[str, Callable[[], Any]], seconds: float, slice_s: flo
         steps = {}
         for name, envs in made.items():
             envs.reset(seed=0)
-            steps[name] = partial(_step, envs, np.zeros(envs.num_envs, np.int64))
+            steps[name] = partial(_step, envs, zero_actions(envs))
         turns = max(1, round(seconds / slice_s))
         timed = time_in_turns(steps, seconds, turns, warmup=5, shuffle=random.Random(0))
         return {name: rate for name, (rate, _, _) in timed.items()}

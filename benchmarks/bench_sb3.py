@@ -1,6 +1,7 @@
 """shoal's Stable-Baselines3 classes against SB3's own VecEnvs, in one run.
 
-    python benchmarks/bench_sb3.py [--seconds 1] [--rounds 3] [--envs 8 16] [--workloads cartpole burn200us dict]
+    python benchmarks/bench_sb3.py [--seconds 1] [--rounds 3] [--envs 8 16]
+                                   [--workloads cartpole burn200us dict halfcheetah]
 
 Steps/s through SB3's ``VecEnv.step`` (zero actions; each configuration's best window over ``--rounds`` interleaved
 rounds) of SB3's ``DummyVecEnv`` and ``SubprocVecEnv`` (its default start method) and of their drop-ins

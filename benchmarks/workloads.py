@@ -1,5 +1,5 @@
-"""The benchmark workloads besides CartPole (a CPU-heavy image env and a cheap Dict-observation env), and the
-side-by-side comparison that bench_vector.py and bench_sb3.py run over them."""
+"""The benchmark workloads besides CartPole and MuJoCo's HalfCheetah (a CPU-heavy image env and a cheap
+Dict-observation env), and the side-by-side comparison that bench_vector.py and bench_sb3.py run over them."""
 
 from __future__ import annotations
 
@@ -72,7 +72,13 @@ def cartpole():
     return gym.make("CartPole-v1")
 
 
-WORKLOADS = {"cartpole": cartpole, "burn200us": BurnEnv, "dict": DictObsEnv}
+def halfcheetah():
+    """MuJoCo's HalfCheetah (~40 us a step here, Box actions, infos of four floats each step; needs ``mujoco``)."""
+    return gym.make("HalfCheetah-v5")
+
+
+WORKLOADS = {"cartpole": cartpole, "burn200us": BurnEnv, "dict": DictObsEnv, "halfcheetah": halfcheetah}
+DEFAULT_WORKLOADS = ["cartpole", "burn200us", "dict"]
 
 
 def puffer_make(fn: Callable[[], Any], n: int, multiagent: bool = False, **options: Any) -> Any:
@@ -90,13 +96,20 @@ def puffer_make(fn: Callable[[], Any], n: int, multiagent: bool = False, **optio
     return pufferlib.vector.make(creator, num_envs=n, **options)
 
 
+def zero_actions(envs: Any) -> np.ndarray:
+    """A batch of zeros of ``envs``' single action space (Gymnasium's API, PufferLib's, or SB3's, whose
+    ``action_space`` is one env's)."""
+    space = getattr(envs, "single_action_space", None) or envs.action_space
+    return np.zeros((envs.num_envs, *space.shape), space.dtype)
+
+
 def best_rate(envs: Any, seconds: float, reset: Callable[[Any], Any], windows: int = 5) -> float:
-    """Steps/s of vector env ``envs`` (Gymnasium's API or SB3's: ``step(actions)`` of zero actions; closed afterwards)
-    after ``reset(envs)``: the best of ``windows`` windows of ``seconds / windows`` each, after a warm-up of one window
-    (like ``timeit``'s minimum: a spell of the shared machine's noise costs one window)."""
+    """Steps/s of vector env ``envs`` (Gymnasium's API or SB3's: ``step(actions)`` of :func:`zero_actions`; closed
+    afterwards) after ``reset(envs)``: the best of ``windows`` windows of ``seconds / windows`` each, after a warm-up
+    of one window (like ``timeit``'s minimum: a spell of the shared machine's noise costs one window)."""
     reset(envs)
     n = envs.num_envs
-    actions = np.zeros(n, np.int64)
+    actions = zero_actions(envs)
     best, window = 0.0, seconds / windows
     for w in range(windows + 1):
         steps, start = 0, time.perf_counter()
@@ -119,7 +132,8 @@ def arguments(doc: str, envs: list[int], autoreset: bool = False) -> argparse.Na
     parser.add_argument("--seconds", type=float, default=1.0)
     parser.add_argument("--rounds", type=int, default=3, help="rounds over every configuration; best one counts")
     parser.add_argument("--envs", type=int, nargs="+", default=envs)
-    parser.add_argument("--workloads", nargs="+", default=list(WORKLOADS), choices=list(WORKLOADS))
+    parser.add_argument("--workloads", nargs="+", default=DEFAULT_WORKLOADS, choices=list(WORKLOADS),
+                        help="halfcheetah needs mujoco (the test extra installs it)")
     if autoreset:
         parser.add_argument("--autoreset-mode", default="next_step", choices=["next_step", "same_step"])
         parser.add_argument("--shoal-workers", type=int, nargs="*", default=[], metavar="N",

@@ -92,6 +92,25 @@ def test_registered_id_equals_gymnasium():
             assert_same(g, e)
 
 
+@pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP], ids=lambda m: m.value)
+@pytest.mark.parametrize("env_id", ["HalfCheetah-v5", "Ant-v5"])
+def test_mujoco_equals_gymnasium(env_id, mode):
+    """MuJoCo's continuous-control envs (Box actions, float64 observations, infos of float64 and float32 scalars
+    every step; Ant also ends episodes when it falls), with episodes of different lengths so that autoresets come at
+    different steps: equal to Gymnasium's SyncVectorEnv on the serial and multiprocessing backends."""
+    pytest.importorskip("mujoco", reason="the test extra installs it (gymnasium[mujoco])")
+    fns = [functools.partial(gym.make, env_id, max_episode_steps=12 + 3 * i) for i in range(4)]
+    space = gym.make(env_id).action_space
+    rng = np.random.default_rng(0)
+    acts = [rng.uniform(space.low, space.high, (4, *space.shape)).astype(space.dtype) for _ in range(50)]
+    for config in ({"backend": "serial"}, {"num_workers": 2}):
+        with beside_gymnasium(fns, mode, **config) as (envs, ref):
+            assert envs.single_action_space == ref.single_action_space
+            for t, (g, e) in enumerate(zip(rollout(envs, lambda t: acts[t], 50, 7),
+                                           rollout(ref, lambda t: acts[t], 50, 7), strict=True)):
+                assert_same(g, e, f"{config} call {t}")
+
+
 def test_ale_ids_need_no_import_of_ale_py():
     """Gymnasium 1 knows the ``ALE/`` ids only once ``ale_py`` is imported and registered; shoal.make does that in
     whichever process makes the envs (spawned workers too), and the envs equal Gymnasium's of the same id."""

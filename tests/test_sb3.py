@@ -286,6 +286,30 @@ def test_ppo_trains_on_shoal():
     envs.close()
 
 
+@pytest.mark.parametrize("build", list(BUILDS))
+def test_ppo_with_vec_normalize_on_mujoco_learns_what_it_learns_on_sb3s_dummy_vec_env(build):
+    """The code people run for continuous control: PPO over VecNormalize over a vector env of MuJoCo's HalfCheetah,
+    with episodes cut short so that PPO bootstraps from ``terminal_observation``s. Trained with the same seed on
+    shoal and on SB3's own DummyVecEnv, the policy's parameters and VecNormalize's statistics are bit for bit equal."""
+    pytest.importorskip("mujoco", reason="the test extra installs it (gymnasium[mujoco])")
+    import torch
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    fns = [functools.partial(gym.make, "HalfCheetah-v5", max_episode_steps=20 + 7 * i) for i in range(4)]
+
+    def train(vec):
+        envs = VecNormalize(vec)
+        model = PPO("MlpPolicy", envs, n_steps=32, batch_size=64, n_epochs=2, seed=0, device="cpu")
+        model.learn(total_timesteps=256)
+        envs.close()
+        return [p.detach() for p in model.policy.parameters()], envs.obs_rms.mean, envs.ret_rms.var
+
+    want, got = train(DummyVecEnv(fns)), train(BUILDS[build](fns))
+    assert all(torch.equal(g, w) for g, w in zip(got[0], want[0], strict=True))
+    assert_same(got[1:], want[1:])
+
+
 def test_ppo_cnn_policy_on_atari():
     from stable_baselines3 import PPO
 

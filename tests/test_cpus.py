@@ -149,7 +149,8 @@ def test_cgroup_v1_quota_of_a_container_whose_mount_shows_its_own_cgroup(tmp_pat
                                                                     "a/cpu.cfs_period_us": "100000\n"}),
     ("0::/a\n", "41 31 0:38 / {mnt} rw - cgroup2 cgroup2 rw", {"a/cgroup.procs": ""}),  # no cpu controller there
     ("4:memory:/a\n", "32 31 0:29 / {mnt} rw - cgroup cgroup rw,memory", {"a/memory.limit_in_bytes": "1\n"}),
-], ids=["v2 max", "v1 -1", "v2 no cpu.max", "v1 no cpu controller"])
+    ("\nnonsense\n0::/a\n", "41 31 0:38 / {mnt} rw - cgroup2 cgroup2 rw", {"a/cpu.max": "not numbers\n"}),
+], ids=["v2 max", "v1 -1", "v2 no cpu.max", "v1 no cpu controller", "malformed"])
 def test_no_quota(tmp_path, cgroup, mount, files):
     assert cpu_quota(_tree(tmp_path, cgroup, mount, files)) is None
 

@@ -47,7 +47,9 @@ def cpu_quota(proc: str = _PROC) -> float | None:
         return None
     quotas = []
     for line in memberships:  # "0::/path" (v2) or "4:cpu,cpuacct:/path" (v1)
-        _, controllers, path = line.split(":", 2)
+        _, controllers, path = (line.split(":", 2) + ["", ""])[:3]
+        if not path.startswith("/"):
+            continue
         v2 = controllers == ""
         if not v2 and "cpu" not in controllers.split(","):
             continue

@@ -60,7 +60,10 @@ def _quota_cgroup(cpus: float) -> tuple[str, str]:
             quota_file, limit = "cpu.max", f"{int(cpus * period)} {period}"
         elif "cpu" in controllers.split(","):  # cgroup v1
             mounts = [f"/sys/fs/cgroup/{name}" for name in (controllers, "cpu", "cpu,cpuacct")]
-            own = next((m for m in mounts if os.path.exists(f"{m}/cpu.cfs_quota_us")), "") + path.rstrip("\n")
+            mount = next((m for m in mounts if os.path.exists(f"{m}/cpu.cfs_quota_us")), None)
+            if mount is None:
+                continue
+            own = mount + path.rstrip("\n")
             quota_file, limit = "cpu.cfs_quota_us", str(int(cpus * period))
         else:
             continue
@@ -69,6 +72,9 @@ def _quota_cgroup(cpus: float) -> tuple[str, str]:
             os.mkdir(top)
         except OSError as e:
             pytest.skip(f"cannot make a cgroup below {own}: {e}")
+        if not os.path.exists(os.path.join(top, "cgroup.procs")):  # (the kernel fills a new cgroup's directory)
+            os.rmdir(top)
+            pytest.skip(f"{own} is not a cgroup filesystem's directory")
         try:
             if quota_file == "cpu.max":
                 with open(os.path.join(top, "cgroup.subtree_control"), "w") as f:
@@ -83,7 +89,7 @@ def _quota_cgroup(cpus: float) -> tuple[str, str]:
             _remove(top)
             pytest.skip(f"cannot set a CPU quota on {top}: {e}")
         return top, os.path.join(top, "job")
-    pytest.skip("this process's cgroups have no cpu controller")
+    pytest.skip("no mounted cgroup filesystem holds this process's cgroup with a cpu controller")
 
 
 def _remove(top: str) -> None:

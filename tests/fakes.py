@@ -353,6 +353,37 @@ class BigInfoEnv(gym.Env):
         return np.array([float(self.t), float(action)]), 1.0, False, False, {"blob": np.full(self.size, float(self.t))}
 
 
+class ScalarInfos(gym.Env):
+    """Each step's info holds one value of each kind of numpy scalar (a longdouble, a string and a date too, and some
+    inside a tuple and a list), all changing with the step: what crosses from a worker must come back with its type
+    and value."""
+
+    def __init__(self, offset: int = 0) -> None:
+        self.observation_space = spaces.Box(-1e9, 1e9, (1,), np.float32)
+        self.action_space = spaces.Discrete(2)
+        self.offset, self.t = offset, 0
+
+    def _info(self):
+        t = self.t + self.offset
+        return {
+            "f64": np.float64(t / 3), "f32": np.float32(t / 7), "f16": np.float16(t / 11), "c64": np.complex64(t - 1j),
+            "c128": np.complex128(t / 3 + 2j), "bool": np.bool_(t % 2), "i8": np.int8(-t), "i16": np.int16(300 * t),
+            "i32": np.int32(-70000 * t), "i64": np.int64(2**40 * t), "u8": np.uint8(t % 256), "u16": np.uint16(t),
+            "u32": np.uint32(2**31 + t), "u64": np.uint64(2**64 - 1 - t), "zero": np.float64(-0.0),
+            "nested": (np.float16(t / 5), np.float32(t), [np.uint64(t)]), "long": np.longdouble(t) / 3,
+            "str": np.str_(f"s{t}"), "date": np.datetime64(t, "D"),
+        }
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.zeros(1, np.float32), self._info()
+
+    def step(self, action):
+        self.t += 1
+        return np.full(1, self.t, np.float32), 0.5, False, self.t % 6 == 0, self._info()
+
+
 class BigArraysEnv(gym.Env):
     """Observations and actions of ``megabytes`` each (uint8); an observation says its step and echoes the first and
     last byte of the action it got."""

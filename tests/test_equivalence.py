@@ -13,7 +13,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 from gymnasium.vector import AutoresetMode
-from fakes import SPACES, AsReturned, SpaceEnv
+from fakes import SPACES, AsReturned, ScalarInfos, SpaceEnv
 from gymnasium.utils.env_checker import data_equivalence
 from helpers import assert_same, beside_gymnasium, rollout
 
@@ -109,6 +109,32 @@ def test_mujoco_equals_gymnasium(env_id, mode):
             for t, (g, e) in enumerate(zip(rollout(envs, lambda t: acts[t], 50, 7),
                                            rollout(ref, lambda t: acts[t], 50, 7), strict=True)):
                 assert_same(g, e, f"{config} call {t}")
+
+
+@pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP], ids=lambda m: m.value)
+def test_numpy_scalars_in_infos_cross_from_workers_with_their_types_and_values(mode):
+    """A worker pickles numpy scalars as their type and Python value (cheaper than numpy's own pickling of each one);
+    every kind comes back as it was: the vector infos equal Gymnasium's (their dtypes are the first value's type), a
+    -0.0 keeps its sign, a longdouble its precision, and where Gymnasium keeps the values themselves (an object
+    array) each is of its own type, also inside a tuple or a list."""
+    fns = [functools.partial(ScalarInfos, offset=10 * i) for i in range(4)]
+    with beside_gymnasium(fns, mode, num_workers=2, inline=False) as (envs, ref):
+        for t, (g, e) in enumerate(zip(rollout(envs, lambda t: np.zeros(4, np.int64), 14, 3),
+                                       rollout(ref, lambda t: np.zeros(4, np.int64), 14, 3), strict=True)):
+            assert_same(g, e, f"call {t}")
+            infos, want = g[-1], e[-1]
+            if mode is AutoresetMode.SAME_STEP and "final_info" in want:
+                infos, want = infos["final_info"], want["final_info"]
+            assert np.signbit(infos["zero"]).all() and infos["long"].dtype == np.longdouble
+            for key in ("bool", "str", "date", "nested"):  # (Gymnasium keeps these in object arrays)
+                assert infos[key].dtype == object
+                for got, value in zip(infos[key], want[key], strict=True):
+                    assert repr(got) == repr(value), (t, key, got, value)
+                    assert [type(v) for v in _leaves(got)] == [type(v) for v in _leaves(value)], (t, key, got)
+
+
+def _leaves(value):
+    return [leaf for v in value for leaf in _leaves(v)] if isinstance(value, (tuple, list)) else [value]
 
 
 def test_ale_ids_need_no_import_of_ale_py():

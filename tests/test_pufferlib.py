@@ -1,0 +1,237 @@
+"""shoal.pufferlib against the real PufferLib: the same creators, seeds and actions give the same batches on each
+backend (its Serial, Multiprocessing with one or several blocks, and Ray), and its checks raise its errors."""
+
+from __future__ import annotations
+
+import functools
+import re
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from fakes import FaultyEnv, JoinLeave, SpaceEnv
+
+pytest.importorskip(
+    "pufferlib", reason="PufferLib pins a torch build: pip install --no-deps pufferlib-core==3.0.23 (.ci/run does)"
+)
+import pufferlib  # noqa: E402
+import pufferlib.emulation  # noqa: E402
+import pufferlib.vector  # noqa: E402
+
+import shoal.pufferlib  # noqa: E402
+from shoal.errors import ConfigError, EnvError  # noqa: E402
+
+ENVS = {
+    "cartpole": lambda seed: gym.make("CartPole-v1"),
+    "pendulum": lambda seed: gym.make("Pendulum-v1"),  # Box actions; truncated at 200 steps
+    # a Dict observation (PufferLib emulates it as a row of bytes), MultiDiscrete actions, infos every third step,
+    # reset infos, episodes of different lengths, truncated at a length set by the seed the creator was given
+    "spaces": lambda seed: SpaceEnv(obs="dict", act="multidiscrete", max_steps=8 + seed % 7),
+}
+
+
+def creator(name: str, buf=None, seed=0):
+    """A creator as PufferLib's docs write them: the Gymnasium env in PufferLib's emulation."""
+    return pufferlib.emulation.GymnasiumPufferEnv(env=ENVS[name](seed), buf=buf, seed=seed)
+
+
+def rollout(make, name, steps, warmup=0, **kwargs):
+    """Every batch ``recv`` returns (copied) over ``steps`` batches of seeded random actions, each env's action
+    drawn for it by id, after ``async_reset(3)``, ``warmup`` batches and ``async_reset(7)``."""
+    vecenv = make(functools.partial(creator, name), num_envs=8, **kwargs)
+    try:
+        space = pufferlib.spaces.joint_space(vecenv.single_action_space, 8)
+        vecenv.async_reset(3)
+        for _ in range(warmup):
+            vecenv.send(space.sample()[vecenv.recv()[-2]])
+        vecenv.async_reset(7)  # (in flight: a reset, or the steps of other blocks)
+        space.seed(0)
+        batches = []
+        for _ in range(steps):
+            out = vecenv.recv()
+            batches.append(tuple(np.array(x, copy=True) if isinstance(x, np.ndarray) else x for x in out))
+            vecenv.send(space.sample()[out[-2]])  # env_ids: the envs of this batch
+    finally:
+        if kwargs.get("backend") is pufferlib.vector.Ray and make is pufferlib.vector.make:
+            import ray  # PufferLib's close() shuts Ray down, which the other Ray tests share
+
+            for actor in vecenv.envs:
+                ray.kill(actor)
+        else:
+            vecenv.close()
+    return batches
+
+
+def assert_same(theirs, ours, by_env_id=False):
+    assert len(theirs) == len(ours)
+    ended = 0
+    for t, (a, b) in enumerate(zip(theirs, ours)):
+        assert len(a) == len(b), f"batch {t}: {len(a)} outputs from PufferLib, {len(b)} from shoal"
+        *arrays_a, infos_a, ids_a, masks_a = a
+        *arrays_b, infos_b, ids_b, masks_b = b
+        order_a = np.argsort(ids_a) if by_env_id else slice(None)  # (PufferLib's Ray: in the order actors answer)
+        for k, (x, y) in enumerate(zip(arrays_a + [masks_a, ids_a], arrays_b + [masks_b, ids_b])):
+            x = x[order_a]
+            assert (x.dtype, x.shape) == (y.dtype, y.shape), f"batch {t}, output {k}"
+            np.testing.assert_array_equal(x, y, err_msg=f"batch {t}, output {k}")
+        if by_env_id:
+            infos_a, infos_b = sorted(map(repr, infos_a)), sorted(map(repr, infos_b))
+        assert repr(infos_a) == repr(infos_b), f"batch {t}: infos {infos_a} != {infos_b}"
+        ended += int(a[2].sum() + a[3].sum())
+    assert ended > 0  # episodes ended, so the resets that follow were compared too
+
+
+CONFIGS = [
+    pytest.param(dict(backend=pufferlib.vector.Multiprocessing, num_workers=2, seed=5), id="mp-4-per-worker"),
+    pytest.param(dict(backend=pufferlib.vector.Multiprocessing, num_workers=8, batch_size=4), id="mp-2-blocks"),
+    pytest.param(dict(backend="Multiprocessing", num_workers=4, batch_size=2), id="mp-4-blocks"),
+    pytest.param(dict(backend=pufferlib.vector.Multiprocessing), id="mp-default-workers"),
+]
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+def test_batches_equal_pufferlibs(config):
+    kwargs = dict(config, overwork=True)  # (PufferLib refuses more workers than physical cores without it)
+    theirs = rollout(pufferlib.vector.make, "spaces", 120, **kwargs)
+    assert_same(theirs, rollout(shoal.pufferlib.make, "spaces", 120, **kwargs))
+    # async_reset after steps, with steps of other blocks in flight (PufferLib's own hangs there: it reads the infos
+    # of a batch it returned once more)
+    assert_same(theirs, rollout(shoal.pufferlib.make, "spaces", 120, warmup=37, **kwargs))
+
+
+@pytest.mark.parametrize("name", ["cartpole", "pendulum"])
+@pytest.mark.parametrize("config", [CONFIGS[0], CONFIGS[1]])
+def test_gymnasium_envs_equal_pufferlibs(name, config):
+    kwargs = dict(config, overwork=True)
+    steps = 420  # (2 blocks: 210 steps of each env, past Pendulum's 200)
+    theirs = rollout(pufferlib.vector.make, name, steps, **kwargs)
+    assert_same(theirs, rollout(shoal.pufferlib.make, name, steps, **kwargs))
+
+
+@pytest.mark.ray
+def test_ray_batches_equal_pufferlibs():
+    kwargs = dict(backend=pufferlib.vector.Ray, num_workers=2)
+    theirs = rollout(pufferlib.vector.make, "spaces", 60, **kwargs)
+    ours = rollout(shoal.pufferlib.make, "spaces", 60, **kwargs)
+    assert_same(theirs, ours, by_env_id=True)
+
+
+def test_reset_and_step_are_pufferlibs():
+    vecenvs = [make(functools.partial(creator, "spaces"), backend="Multiprocessing", num_envs=4, num_workers=2)
+               for make in (pufferlib.vector.make, shoal.pufferlib.make)]
+    try:
+        for vecenv in vecenvs:
+            vecenv.action_space.seed(1)
+        obs = [v.reset(seed=5) for v in vecenvs]  # reset(): PufferLib's default seed (42) when none is given
+        np.testing.assert_array_equal(obs[0][0], obs[1][0])
+        assert repr(obs[0][1]) == repr(obs[1][1])
+        for _ in range(30):
+            steps = [v.step(v.action_space.sample()) for v in vecenvs]
+            for x, y in zip(*steps):
+                if isinstance(x, np.ndarray):
+                    np.testing.assert_array_equal(x, y)
+                    assert x.dtype == y.dtype
+                else:
+                    assert repr(x) == repr(y)
+        ours = vecenvs[1]
+        assert (ours.num_envs, ours.num_agents, ours.agents_per_batch) == (4, 4, 4)
+        assert ours.observation_space == vecenvs[0].observation_space
+        assert ours.action_space == vecenvs[0].action_space
+        assert ours.emulated == vecenvs[0].emulated
+        assert isinstance(ours.driver_env, pufferlib.emulation.GymnasiumPufferEnv)
+    finally:
+        for vecenv in vecenvs:
+            vecenv.close()
+
+
+def test_usage_errors_are_pufferlibs():
+    make = functools.partial(shoal.pufferlib.make, functools.partial(creator, "cartpole"))
+    for kwargs, match in [
+        (dict(backend="Threads", num_envs=2), "Invalid backend"),
+        (dict(backend="Multiprocessing", num_envs=2, workers=2), "Invalid argument: workers"),
+        (dict(backend="Multiprocessing", num_envs=6, num_workers=4), "divisible by num_workers"),
+        (dict(backend="Multiprocessing", num_envs=8, num_workers=2, batch_size=2), "batch_size must divide"),
+        (dict(backend="Multiprocessing", num_envs=0), "num_envs must be a positive integer"),
+    ]:
+        with pytest.raises(pufferlib.APIUsageError, match=match):
+            make(**kwargs)
+        with pytest.raises(ConfigError, match=match):  # and shoal's
+            make(**kwargs)
+    with pytest.raises(pufferlib.APIUsageError, match="env_creators must be a list of length num_envs"):
+        shoal.pufferlib.make([functools.partial(creator, "cartpole")] * 3, backend="Multiprocessing", num_envs=4)
+    vecenv = make(backend="Multiprocessing", num_envs=4, num_workers=2)
+    try:
+        with pytest.raises(pufferlib.APIUsageError, match="Call reset before stepping"):
+            vecenv.recv()
+        with pytest.raises(pufferlib.APIUsageError, match="Call \\(async\\) reset"):
+            vecenv.send(np.zeros(4, np.int64))
+        vecenv.async_reset(0)
+        vecenv.recv()
+        with pytest.raises(pufferlib.APIUsageError, match="Actions do not match action space"):
+            vecenv.send(np.full(4, 5, np.int64))  # CartPole takes 0 or 1
+    finally:
+        vecenv.close()
+
+
+class NativeCounter(pufferlib.PufferEnv):
+    """A native PufferEnv: two agents that count steps, reset by the env itself."""
+
+    def __init__(self, buf=None, seed=0):
+        self.single_observation_space = gym.spaces.Box(0, 100, (1,), np.float32)
+        self.single_action_space = gym.spaces.Discrete(2)
+        self.num_agents = 2
+        super().__init__(buf)
+
+    def reset(self, seed=None):
+        self.observations[:] = 0
+        return self.observations, []
+
+    def step(self, actions):
+        self.observations[:] += 1
+        return self.observations, self.rewards, self.terminals, self.truncations, []
+
+    def close(self):
+        pass
+
+
+def test_native_and_pettingzoo_envs_are_refused_or_passed_through():
+    native = shoal.pufferlib.make(NativeCounter)  # backend=PufferEnv, PufferLib's default: the env itself
+    assert isinstance(native, NativeCounter)
+    serial = shoal.pufferlib.make(functools.partial(creator, "cartpole"), backend="Serial", num_envs=3)
+    assert type(serial) is pufferlib.vector.Serial and serial.num_envs == 3  # one process: PufferLib's own
+    serial.close()
+    with pytest.raises(pufferlib.APIUsageError, match="native PufferEnv \\(NativeCounter\\).*backend=PufferEnv"):
+        shoal.pufferlib.make(NativeCounter, backend="Multiprocessing", num_envs=2)
+    def zoo(buf=None, seed=0):
+        return pufferlib.emulation.PettingZooPufferEnv(env=JoinLeave(), buf=buf, seed=seed)
+
+    with pytest.raises(pufferlib.APIUsageError, match="PettingZooPufferEnv.*agents as rows"):
+        shoal.pufferlib.make(zoo, backend="Multiprocessing", num_envs=2)
+    with pytest.raises(pufferlib.APIUsageError, match="made CartPoleEnv, not a PufferLib env"):
+        shoal.pufferlib.make(lambda buf=None, seed=0: gym.make("CartPole-v1").unwrapped, backend="Ray")
+
+
+def test_an_env_that_raises_is_named():
+    def faulty(buf=None, seed=0):
+        return pufferlib.emulation.GymnasiumPufferEnv(env=FaultyEnv(at=3), buf=buf, seed=seed)
+
+    vecenv = shoal.pufferlib.make(faulty, backend="Multiprocessing", num_envs=4, num_workers=2)
+    try:
+        vecenv.reset(seed=0)
+        vecenv.step(np.zeros(4, np.int64))
+        vecenv.step(np.zeros(4, np.int64))
+        with pytest.raises(EnvError, match="the env broke on purpose") as caught:
+            vecenv.step(np.zeros(4, np.int64))
+        assert isinstance(caught.value, ValueError) and caught.value.env_id == 0
+    finally:
+        vecenv.close()
+
+
+def test_the_readmes_example_runs():
+    text = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    block = re.search(r"<!-- pufferlib-example -->\n```python\n(.*?)```", text, re.S)
+    assert block, "the README's PufferLib example is marked <!-- pufferlib-example -->"
+    namespace: dict = {}
+    exec(compile(block.group(1), "README.md", "exec"), namespace)
+    assert namespace["obs"].shape == (8, 4) and namespace["env_ids"].tolist() in ([*range(8)], [*range(8, 16)])

@@ -235,3 +235,33 @@ def test_the_readmes_example_runs():
     namespace: dict = {}
     exec(compile(block.group(1), "README.md", "exec"), namespace)
     assert namespace["obs"].shape == (8, 4) and namespace["env_ids"].tolist() in ([*range(8)], [*range(8, 16)])
+
+
+def per_env_rollout(make, steps, **kwargs):
+    """Each env's own sequence of (observation, reward, terminal, truncation) over ``steps`` batches, each env's
+    action a function of its id and its own step count (the batches' order may differ from run to run)."""
+    vecenv = make(functools.partial(creator, "spaces"), num_envs=8, **kwargs)
+    counts, rows = np.zeros(8, np.int64), {e: [] for e in range(8)}
+    try:
+        vecenv.async_reset(3)
+        for _ in range(steps):
+            obs, rewards, terminals, truncations, *_, infos, env_ids, masks = vecenv.recv()
+            for row, e in enumerate(env_ids.tolist()):
+                rows[e].append((obs[row].tobytes(), rewards[row], terminals[row], truncations[row]))
+            vecenv.send(np.stack([[(e + counts[e]) % 3, (e * counts[e]) % 5, counts[e] % 2] for e in env_ids]))
+            counts[env_ids] += 1
+    finally:
+        vecenv.close()
+    return rows
+
+
+def test_first_envs_to_finish_step_each_env_as_pufferlib():
+    kwargs = dict(backend="Multiprocessing", num_workers=4, batch_size=4, sync_traj=False, zero_copy=False,
+                  overwork=True)
+    theirs = per_env_rollout(pufferlib.vector.make, 160, **kwargs)
+    ours = per_env_rollout(shoal.pufferlib.make, 160, **kwargs)
+    for e in range(8):
+        n = min(len(theirs[e]), len(ours[e]))
+        assert n >= 20, f"env {e} stepped {len(theirs[e])} times on PufferLib, {len(ours[e])} on shoal"
+        assert theirs[e][:n] == ours[e][:n], f"env {e}"
+        assert any(t or u for _, _, t, u in ours[e]), f"env {e}: no episode ended"

@@ -224,6 +224,10 @@ def test_an_env_that_raises_is_named():
         with pytest.raises(EnvError, match="the env broke on purpose") as caught:
             vecenv.step(np.zeros(4, np.int64))
         assert isinstance(caught.value, ValueError) and caught.value.env_id == 0
+        with pytest.raises(pufferlib.APIUsageError, match="Call \\(async\\) reset"):
+            vecenv.send(np.zeros(4, np.int64))  # that step ended: a reset starts anew
+        obs, infos = vecenv.reset(seed=1)
+        assert vecenv.step(np.zeros(4, np.int64))[0].shape == (4, 2)
     finally:
         vecenv.close()
 

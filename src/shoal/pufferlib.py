@@ -175,6 +175,7 @@ def _reset_seeds(backend: str, seed: int | None, n: int, per_worker: int) -> lis
 
 
 _DEFAULT_RESET_SEED = {"multiprocessing": 0, "ray": 42}
+_BACKEND_DEFAULT: Any = object()
 """Each PufferLib backend's ``async_reset`` default (its ``reset`` passes 42)."""
 
 
@@ -333,10 +334,10 @@ class PufferVecEnv:
         obs, rewards, terminals, truncations, *_, infos, _, _ = self.recv()
         return obs, rewards, terminals, truncations, infos
 
-    def async_reset(self, seed: Any = "default") -> None:
+    def async_reset(self, seed: Any = _BACKEND_DEFAULT) -> None:
         """Reset every env, with PufferLib's seeds for this backend (and its default seed when none is given); a
         step or reset still in flight is collected and dropped first."""
-        if seed == "default":
+        if seed is _BACKEND_DEFAULT:
             seed = _DEFAULT_RESET_SEED[self.backend]
         for b, envs in enumerate(self._envs):
             if self._in_flight[b] == "step":
@@ -374,14 +375,21 @@ class PufferVecEnv:
             raise APIUsageError("Call reset before stepping")
         b, n = self._turn, self.agents_per_batch
         envs = self._envs[b]
-        if self._in_flight[b] == "reset":  # a reset's batch: every env's info, empty ones too
-            obs, parts = envs._reset_wait_parts()
-            rewards, terminals, truncations = np.zeros(n, np.float32), np.zeros(n, np.bool_), np.zeros(n, np.bool_)
-            infos = _infos(parts, n)
-        else:  # a step's: the infos that hold something
-            obs, reward, terminals, truncations, parts = envs._recv_parts()
-            rewards = reward.astype(np.float32)
-            infos = [owned(info) for _, info in parts.entries if info]  # type: ignore[misc]
+        try:
+            if self._in_flight[b] == "reset":  # a reset's batch: every env's info, empty ones too
+                obs, parts = envs._reset_wait_parts()
+                rewards, terminals = np.zeros(n, np.float32), np.zeros(n, np.bool_)
+                truncations = np.zeros(n, np.bool_)
+                infos = _infos(parts, n)
+            else:  # a step's: the infos that hold something
+                obs, reward, terminals, truncations, parts = envs._recv_parts()
+                rewards = reward.astype(np.float32)
+                infos = [owned(info) for _, info in parts.entries if info]  # type: ignore[misc]
+        except KeyboardInterrupt:  # the wait stays pending: recv() again, or async_reset() collects it
+            raise
+        except BaseException:  # an env's error ends the step (async_reset() starts anew)
+            self._in_flight[b] = None
+            raise
         self._in_flight[b] = None
         env_ids = parts.ids.copy() if parts.ids is not None else self.agent_ids[b * n:(b + 1) * n]
         self._flag = _SEND

@@ -20,6 +20,7 @@ import pufferlib.emulation  # noqa: E402
 import pufferlib.vector  # noqa: E402
 
 import shoal.pufferlib  # noqa: E402
+from mpe2 import simple_spread_v3  # noqa: E402
 from shoal.errors import ConfigError, EnvError  # noqa: E402
 
 ENVS = {
@@ -31,8 +32,17 @@ ENVS = {
 }
 
 
+PETTINGZOO = {
+    # a scripted population: agents leave (terminated, truncated) and one joins mid-episode
+    "join_leave": lambda seed: JoinLeave(),
+    "spread": lambda seed: simple_spread_v3.parallel_env(max_cycles=25),  # MPE: 3 agents, truncated together
+}
+
+
 def creator(name: str, buf=None, seed=0):
-    """A creator as PufferLib's docs write them: the Gymnasium env in PufferLib's emulation."""
+    """A creator as PufferLib's docs write them: the env in PufferLib's emulation."""
+    if name in PETTINGZOO:
+        return pufferlib.emulation.PettingZooPufferEnv(env=PETTINGZOO[name](seed), buf=buf, seed=seed)
     return pufferlib.emulation.GymnasiumPufferEnv(env=ENVS[name](seed), buf=buf, seed=seed)
 
 
@@ -41,7 +51,7 @@ def rollout(make, name, steps, warmup=0, **kwargs):
     drawn for it by id, after ``async_reset(3)``, ``warmup`` batches and ``async_reset(7)``."""
     vecenv = make(functools.partial(creator, name), num_envs=8, **kwargs)
     try:
-        space = pufferlib.spaces.joint_space(vecenv.single_action_space, 8)
+        space = pufferlib.spaces.joint_space(vecenv.single_action_space, vecenv.num_agents)  # a row per agent
         vecenv.async_reset(3)
         for _ in range(warmup):
             vecenv.send(space.sample()[vecenv.recv()[-2]])
@@ -51,7 +61,7 @@ def rollout(make, name, steps, warmup=0, **kwargs):
         for _ in range(steps):
             out = vecenv.recv()
             batches.append(tuple(np.array(x, copy=True) if isinstance(x, np.ndarray) else x for x in out))
-            vecenv.send(space.sample()[out[-2]])  # env_ids: the envs of this batch
+            vecenv.send(space.sample()[out[-2]])  # env_ids: the rows of this batch
     finally:
         if kwargs.get("backend") is pufferlib.vector.Ray and make is pufferlib.vector.make:
             import ray  # PufferLib's close() shuts Ray down, which the other Ray tests share
@@ -107,6 +117,17 @@ def test_gymnasium_envs_equal_pufferlibs(name, config):
     steps = 420  # (2 blocks: 210 steps of each env, past Pendulum's 200)
     theirs = rollout(pufferlib.vector.make, name, steps, **kwargs)
     assert_same(theirs, rollout(shoal.pufferlib.make, name, steps, **kwargs))
+
+
+@pytest.mark.parametrize("name", ["join_leave", "spread"])
+@pytest.mark.parametrize("config", [CONFIGS[0], CONFIGS[1]])
+def test_pettingzoo_envs_equal_pufferlibs(name, config):
+    """Agents as PufferLib's rows: an absent agent's row zeros, terminal and masked out; every agent's infos."""
+    kwargs = dict(config, overwork=True)
+    theirs = rollout(pufferlib.vector.make, name, 120, **kwargs)
+    assert any(not batch[-1].all() for batch in theirs) or name == "spread"  # (JoinLeave: masked rows compared)
+    assert_same(theirs, rollout(shoal.pufferlib.make, name, 120, **kwargs))
+    assert_same(theirs, rollout(shoal.pufferlib.make, name, 120, warmup=13, **kwargs))
 
 
 @pytest.mark.ray
@@ -195,7 +216,7 @@ class NativeCounter(pufferlib.PufferEnv):
         pass
 
 
-def test_native_and_pettingzoo_envs_are_refused_or_passed_through():
+def test_native_envs_are_passed_through_or_refused():
     native = shoal.pufferlib.make(NativeCounter)  # backend=PufferEnv, PufferLib's default: the env itself
     assert isinstance(native, NativeCounter)
     serial = shoal.pufferlib.make(functools.partial(creator, "cartpole"), backend="Serial", num_envs=3)
@@ -203,11 +224,9 @@ def test_native_and_pettingzoo_envs_are_refused_or_passed_through():
     serial.close()
     with pytest.raises(pufferlib.APIUsageError, match="native PufferEnv \\(NativeCounter\\).*backend=PufferEnv"):
         shoal.pufferlib.make(NativeCounter, backend="Multiprocessing", num_envs=2)
-    def zoo(buf=None, seed=0):
-        return pufferlib.emulation.PettingZooPufferEnv(env=JoinLeave(), buf=buf, seed=seed)
-
-    with pytest.raises(pufferlib.APIUsageError, match="PettingZooPufferEnv.*agents as rows"):
-        shoal.pufferlib.make(zoo, backend="Multiprocessing", num_envs=2)
+    mixed = [functools.partial(creator, "cartpole"), functools.partial(creator, "join_leave")]
+    with pytest.raises(pufferlib.APIUsageError, match="made a PettingZooPufferEnv where env 0 is a GymnasiumPufferEnv"):
+        shoal.pufferlib.make(mixed, [[], []], [{}, {}], backend="Multiprocessing", num_envs=2).close()
     with pytest.raises(pufferlib.APIUsageError, match="made CartPoleEnv, not a PufferLib env"):
         shoal.pufferlib.make(lambda buf=None, seed=0: gym.make("CartPole-v1").unwrapped, backend="Ray")
 
@@ -241,31 +260,37 @@ def test_the_readmes_example_runs():
     assert namespace["obs"].shape == (8, 4) and namespace["env_ids"].tolist() in ([*range(8)], [*range(8, 16)])
 
 
-def per_env_rollout(make, steps, **kwargs):
-    """Each env's own sequence of (observation, reward, terminal, truncation) over ``steps`` batches, each env's
-    action a function of its id and its own step count (the batches' order may differ from run to run)."""
-    vecenv = make(functools.partial(creator, "spaces"), num_envs=8, **kwargs)
-    counts, rows = np.zeros(8, np.int64), {e: [] for e in range(8)}
+def per_env_rollout(make, name, steps, **kwargs):
+    """Each row's own sequence of (observation, reward, terminal, truncation, mask) over ``steps`` batches, each
+    row's action a function of its id and its own step count (the batches' order may differ from run to run)."""
+    vecenv = make(functools.partial(creator, name), num_envs=8, **kwargs)
+    n = vecenv.num_agents
+    counts, rows = np.zeros(n, np.int64), {r: [] for r in range(n)}
     try:
         vecenv.async_reset(3)
         for _ in range(steps):
-            obs, rewards, terminals, truncations, *_, infos, env_ids, masks = vecenv.recv()
-            for row, e in enumerate(env_ids.tolist()):
-                rows[e].append((obs[row].tobytes(), rewards[row], terminals[row], truncations[row]))
-            vecenv.send(np.stack([[(e + counts[e]) % 3, (e * counts[e]) % 5, counts[e] % 2] for e in env_ids]))
-            counts[env_ids] += 1
+            obs, rewards, terminals, truncations, *_, infos, ids, masks = vecenv.recv()
+            for i, r in enumerate(ids.tolist()):
+                rows[r].append((obs[i].tobytes(), rewards[i], terminals[i], truncations[i], masks[i]))
+            c = counts[ids]
+            if name == "spaces":  # MultiDiscrete([3, 5, 2])
+                vecenv.send(np.stack([(ids + c) % 3, (ids * c) % 5, c % 2], axis=1))
+            else:  # Discrete(4)
+                vecenv.send((ids + c) % 4)
+            counts[ids] += 1
     finally:
         vecenv.close()
     return rows
 
 
-def test_first_envs_to_finish_step_each_env_as_pufferlib():
+@pytest.mark.parametrize("name", ["spaces", "join_leave"])
+def test_first_envs_to_finish_step_each_env_as_pufferlib(name):
     kwargs = dict(backend="Multiprocessing", num_workers=4, batch_size=4, sync_traj=False, zero_copy=False,
                   overwork=True)
-    theirs = per_env_rollout(pufferlib.vector.make, 160, **kwargs)
-    ours = per_env_rollout(shoal.pufferlib.make, 160, **kwargs)
-    for e in range(8):
-        n = min(len(theirs[e]), len(ours[e]))
-        assert n >= 20, f"env {e} stepped {len(theirs[e])} times on PufferLib, {len(ours[e])} on shoal"
-        assert theirs[e][:n] == ours[e][:n], f"env {e}"
-        assert any(t or u for _, _, t, u in ours[e]), f"env {e}: no episode ended"
+    theirs = per_env_rollout(pufferlib.vector.make, name, 160, **kwargs)
+    ours = per_env_rollout(shoal.pufferlib.make, name, 160, **kwargs)
+    for r in theirs:
+        n = min(len(theirs[r]), len(ours[r]))
+        assert n >= 20, f"row {r} stepped {len(theirs[r])} times on PufferLib, {len(ours[r])} on shoal"
+        assert theirs[r][:n] == ours[r][:n], f"row {r}"
+        assert any(t or u for _, _, t, u, _ in ours[r]), f"row {r}: no episode ended"

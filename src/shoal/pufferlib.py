@@ -21,10 +21,11 @@ stepped: shoal's workers and shared memory, several envs per worker, shoal's def
 its share of the workers, returned in turn (PufferLib's order with ``sync_traj=True``, its default) while the others
 step; with ``sync_traj=False, zero_copy=False``, the first ``batch_size`` envs to finish, whichever they are.
 
-shoal steps envs made by ``pufferlib.emulation.GymnasiumPufferEnv`` on ``Multiprocessing`` and ``Ray``; a native
-``PufferEnv`` or a ``PettingZooPufferEnv`` there is refused with the reason. ``backend=Serial`` and
-``backend=PufferEnv`` (PufferLib's default: an env that vectorizes itself) return what PufferLib makes: in one
-process shoal has nothing faster.
+shoal steps envs made by ``pufferlib.emulation.GymnasiumPufferEnv`` and ``PettingZooPufferEnv`` (its agents as
+PufferLib's rows: an absent agent's row zeros, terminal and masked out; the env reset by the ``send`` after all its
+agents are done) on ``Multiprocessing`` and ``Ray``; a native ``PufferEnv`` there is refused with the reason.
+``backend=Serial`` and ``backend=PufferEnv`` (PufferLib's default: an env that vectorizes itself) return what
+PufferLib makes: in one process shoal has nothing faster.
 """
 
 from __future__ import annotations
@@ -105,7 +106,8 @@ def make(
         )
     driver_env = creators[0](*args[0], **kw[0])
     _check_env(driver_env, "env_creators[0]")
-    fns = [functools.partial(_Emulated, creators[i], args[i], kw[i], _made_seed(name, i, per_worker))
+    host = _Agents if isinstance(driver_env, pufferlib.emulation.PettingZooPufferEnv) else _Emulated
+    fns = [functools.partial(host, creators[i], args[i], kw[i], _made_seed(name, i, per_worker))
            for i in range(num_envs)]
     first_ready = batch_size < num_envs and not kwargs.get("sync_traj", True) and not kwargs.get("zero_copy", True)
     return PufferVecEnv(fns, _BACKENDS[name], driver_env, batch_size, per_worker, num_workers, first_ready)
@@ -136,24 +138,23 @@ def _creators(creators: Any, args: Any, kwargs: Any, n: int) -> tuple[list, list
     return creators, args, kwargs
 
 
-def _check_env(env: Any, what: str) -> None:
-    """Refuse what shoal cannot step as PufferLib does: anything but a ``GymnasiumPufferEnv``."""
-    if isinstance(env, pufferlib.emulation.GymnasiumPufferEnv):
+def _check_env(env: Any, what: str, kind: type | None = None) -> None:
+    """Refuse what shoal cannot step as PufferLib does: anything but a ``GymnasiumPufferEnv`` or a
+    ``PettingZooPufferEnv`` (``kind``: the one env 0 is; every env must be one)."""
+    emulation = pufferlib.emulation
+    if isinstance(env, (emulation.GymnasiumPufferEnv, emulation.PettingZooPufferEnv)):
+        if kind is not None and not isinstance(env, kind):
+            raise APIUsageError(f"{what} made a {type(env).__name__} where env 0 is a {kind.__name__}")
         return
     if isinstance(env, pufferlib.PufferEnv):
         raise APIUsageError(
             f"{what} made a native PufferEnv ({type(env).__name__}), which vectorizes itself and resets its own "
             f"episodes: run it with backend=PufferEnv (shoal.pufferlib steps envs made by "
-            f"pufferlib.emulation.GymnasiumPufferEnv)"
-        )
-    if isinstance(env, pufferlib.emulation.PettingZooPufferEnv):
-        raise APIUsageError(
-            f"{what} made a PettingZooPufferEnv: shoal.pufferlib steps GymnasiumPufferEnv envs; for PettingZoo envs "
-            f"with agents as rows use shoal.make(parallel_env_fn, n)"
+            f"pufferlib.emulation.GymnasiumPufferEnv or PettingZooPufferEnv)"
         )
     raise APIUsageError(
         f"{what} made {type(env).__name__}, not a PufferLib env: wrap it as PufferLib requires "
-        f"(pufferlib.emulation.GymnasiumPufferEnv(env=...) or (env_creator=...))"
+        f"(pufferlib.emulation.GymnasiumPufferEnv(env=...) or (env_creator=...), or PettingZooPufferEnv)"
     )
 
 
@@ -191,7 +192,7 @@ class _Emulated(gymnasium.Env):
     def __init__(self, creator: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any],
                  seed: int | None) -> None:
         self.puffer = puffer = creator(*args, buf=None, seed=seed, **kwargs)
-        _check_env(puffer, "the env creator")
+        _check_env(puffer, "the env creator", pufferlib.emulation.GymnasiumPufferEnv)
         self.observation_space = puffer.single_observation_space
         self.action_space = puffer.single_action_space
         self.metadata = getattr(puffer, "metadata", self.metadata)
@@ -204,7 +205,7 @@ class _Emulated(gymnasium.Env):
 
     @property
     def render_mode(self) -> Any:  # type: ignore[override]
-        return self.puffer.render_mode
+        return getattr(self.puffer.env, "render_mode", None)  # (PufferLib's property raises where it has none)
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict]:
         obs, info = self.puffer.reset(seed=seed)
@@ -243,6 +244,56 @@ class _Emulated(gymnasium.Env):
         self.puffer.close()
 
 
+class _Agents(gymnasium.Env):
+    """One ``PettingZooPufferEnv`` (``k`` agents) as a single Gymnasium env shoal's engine steps: its observation is
+    the env's PufferLib rows (observations, rewards, terminals, truncations, masks of its ``k`` agents, as its step
+    wrote them: an absent agent's row zeros, terminal, masked out), its action the ``k`` agents' actions, and it
+    ends when PufferLib's ``done`` says so (every agent gone, or all done), so the next step resets it, as
+    PufferLib's ``send`` does. Its reward is 0: the rows carry the agents'."""
+
+    def __init__(self, creator: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any],
+                 seed: int | None) -> None:
+        self.puffer = puffer = creator(*args, buf=None, seed=seed, **kwargs)
+        _check_env(puffer, "the env creator", pufferlib.emulation.PettingZooPufferEnv)
+        self.observation_space = _rows_space(puffer.single_observation_space, puffer.num_agents)
+        transport = getattr(puffer, "single_transport_action_space", puffer.single_action_space)
+        self.action_space = pufferlib.spaces.joint_space(transport, puffer.num_agents)
+        self._action = np.zeros_like(puffer.actions)
+        self._rows = {key: getattr(puffer, key) for key in _ROWS}
+
+    @property
+    def render_mode(self) -> Any:  # type: ignore[override]
+        return getattr(self.puffer.env, "render_mode", None)  # (PufferLib's property raises where it has none)
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict]:
+        _, info = self.puffer.reset(seed=seed)
+        return self._rows, info
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict]:
+        self._action[:] = action
+        _, _, _, _, info = self.puffer.step(self._action)
+        return self._rows, 0.0, self.puffer.done, False, info
+
+    def render(self) -> Any:
+        return self.puffer.render()
+
+    def close(self) -> None:
+        self.puffer.close()
+
+
+_ROWS = ("observations", "rewards", "terminals", "truncations", "masks")
+
+
+def _rows_space(single: gymnasium.spaces.Box, k: int) -> gymnasium.spaces.Dict:
+    """The space of one multi-agent env's PufferLib rows (:class:`_Agents`)."""
+    flag = gymnasium.spaces.Box(0, 1, (k,), np.bool_)  # type: ignore[arg-type]
+    return gymnasium.spaces.Dict({
+        "observations": pufferlib.spaces.joint_space(single, k),
+        "rewards": gymnasium.spaces.Box(-np.inf, np.inf, (k,), np.float32),
+        "terminals": flag, "truncations": flag, "masks": flag,
+    })
+
+
 def _has_teacher_actions() -> bool:
     """Whether the installed PufferLib's ``recv`` returns teacher actions (pufferlib-core 3.0.x; PufferLib 3.0.0
     returns seven values): its buffers hold them."""
@@ -273,23 +324,26 @@ class PufferVecEnv:
                  per_worker: int, num_workers: int | None, first_ready: bool) -> None:
         from shoal.make import make as shoal_make
 
-        n = len(fns)
+        n, k = len(fns), driver_env.num_agents
         self.driver_env = driver_env
         self.emulated = driver_env.emulated
-        self.num_agents = n
-        self.agents_per_batch = batch_size
+        self.num_agents = n * k
+        self.agents_per_batch = batch_size * k
         self.envs_per_worker = per_worker
+        self._agents = k if isinstance(driver_env, pufferlib.emulation.PettingZooPufferEnv) else 0
         self.backend = backend
         self.single_observation_space = driver_env.single_observation_space
         self.single_action_space = driver_env.single_action_space
         transport = getattr(driver_env, "single_transport_action_space", self.single_action_space)
-        self.action_space = pufferlib.spaces.joint_space(transport, batch_size)
-        self.observation_space = pufferlib.spaces.joint_space(self.single_observation_space, batch_size)
-        self.agent_ids = np.arange(n)
+        self.action_space = pufferlib.spaces.joint_space(transport, batch_size * k)
+        self.observation_space = pufferlib.spaces.joint_space(self.single_observation_space, batch_size * k)
+        self.agent_ids = np.arange(n * k)
+        self._batch = batch_size
+        self._env_action_shape = (k, *transport.shape) if self._agents else transport.shape
         self.initialized = False
         self._first_ready = first_ready
         self._flag = _RESET
-        self._masks = np.ones(batch_size, np.bool_)
+        self._masks = np.ones(batch_size * k, np.bool_)
         self._teacher: np.ndarray | None = None
         if _has_teacher_actions():  # zeros, as PufferLib's are unless a native env writes them
             box = isinstance(self.single_action_space, gymnasium.spaces.Box)
@@ -345,7 +399,7 @@ class PufferVecEnv:
             elif self._in_flight[b] == "reset":
                 envs.reset_wait()
         size = self._envs[0].num_envs
-        seeds = _reset_seeds(self.backend, seed, self.num_agents, self.envs_per_worker)
+        seeds = _reset_seeds(self.backend, seed, size * len(self._envs), self.envs_per_worker)
         for b, envs in enumerate(self._envs):
             envs.reset_async(seed=None if seeds is None else seeds[b * size:(b + 1) * size])
             self._in_flight[b] = "reset"
@@ -364,7 +418,7 @@ class PufferVecEnv:
                     f"{actions.shape} and dtype {actions.dtype}"
                 )
         b = self._turn
-        self._envs[b].send(actions.reshape(self.agents_per_batch, *self.single_action_space.shape))
+        self._envs[b].send(actions.reshape(self._batch, *self._env_action_shape))
         self._in_flight[b] = "step"
         self._turn = (b + 1) % len(self._envs)
         self._flag = _RECV
@@ -373,17 +427,17 @@ class PufferVecEnv:
         """The next batch: ``(obs, rewards, terminals, truncations[, teacher_actions], infos, env_ids, masks)``."""
         if self._flag != _RECV:
             raise APIUsageError("Call reset before stepping")
-        b, n = self._turn, self.agents_per_batch
+        b, n = self._turn, self._batch
         envs = self._envs[b]
         try:
             if self._in_flight[b] == "reset":  # a reset's batch: every env's info, empty ones too
                 obs, parts = envs._reset_wait_parts()
-                rewards, terminals = np.zeros(n, np.float32), np.zeros(n, np.bool_)
-                truncations = np.zeros(n, np.bool_)
+                rewards = np.zeros(n, np.float32)
+                terminals = truncations = np.zeros(n, np.bool_)
                 infos = _infos(parts, n)
             else:  # a step's: the infos that hold something
-                obs, reward, terminals, truncations, parts = envs._recv_parts()
-                rewards = reward.astype(np.float32)
+                obs, rewards, terminals, truncations, parts = envs._recv_parts()
+                rewards = rewards.astype(np.float32)
                 infos = [owned(info) for _, info in parts.entries if info]  # type: ignore[misc]
         except KeyboardInterrupt:  # the wait stays pending: recv() again, or async_reset() collects it
             raise
@@ -391,10 +445,16 @@ class PufferVecEnv:
             self._in_flight[b] = None
             raise
         self._in_flight[b] = None
-        env_ids = parts.ids.copy() if parts.ids is not None else self.agent_ids[b * n:(b + 1) * n]
+        rows, k, masks = self.agents_per_batch, self._agents, self._masks
+        if parts.ids is None:  # block b
+            env_ids = self.agent_ids[b * rows:(b + 1) * rows]
+        else:  # the first envs to finish: their rows
+            env_ids = (parts.ids[:, None] * k + np.arange(k)).ravel() if k else parts.ids.copy()
+        if k:  # each env's agents' rows, as its PufferLib env wrote them
+            obs, rewards, terminals, truncations, masks = (obs[key].reshape(rows, *obs[key].shape[2:]) for key in _ROWS)
         self._flag = _SEND
         head = (obs, rewards, terminals, truncations) + (() if self._teacher is None else (self._teacher,))
-        return head + (infos, env_ids, self._masks)
+        return head + (infos, env_ids, masks)
 
     def close(self) -> None:
         for envs in self._envs:

@@ -105,7 +105,11 @@ def make(
             f"({per_worker}), got {batch_size!r}"
         )
     driver_env = creators[0](*args[0], **kw[0])
-    _check_env(driver_env, "env_creators[0]")
+    try:
+        _check_env(driver_env, "env_creators[0]")
+    except APIUsageError:
+        getattr(driver_env, "close", lambda: None)()
+        raise
     host = _Agents if isinstance(driver_env, pufferlib.emulation.PettingZooPufferEnv) else _Emulated
     fns = [functools.partial(host, creators[i], args[i], kw[i], _made_seed(name, i, per_worker))
            for i in range(num_envs)]

@@ -1,20 +1,22 @@
 """shoal.pufferlib against PufferLib's own vector envs, the same calls on each side, in one run.
 
     python benchmarks/bench_pufferlib.py [--seconds 1] [--rounds 3] [--envs 8 16]
-                                         [--workloads cartpole burn200us dict halfcheetah]
+                                         [--workloads cartpole burn200us dict halfcheetah crowd spread]
 
 Steps/s through PufferLib's ``step`` (zero actions; each configuration's best window over ``--rounds`` interleaved
 rounds) of ``pufferlib.vector.make`` and ``shoal.pufferlib.make`` given the same creator (the env in PufferLib's
-``GymnasiumPufferEnv``) and arguments: ``Serial`` (PufferLib's own on both sides: ``shoal.pufferlib`` hands it
-out); ``Multiprocessing`` with a worker per core, and with a worker per env (PufferLib's default, ``overwork=True``);
-two blocks of half the envs (``batch_size=n/2``, a worker per core shared by them), where each ``step`` sends one
-block and returns the other; and shoal's without ``num_workers`` (its default count). Then the ratio of shoal's
-best to PufferLib's best, per workload and env count. Needs PufferLib (``pip install --no-deps
-pufferlib-core==3.0.23`` after torch).
+``GymnasiumPufferEnv``, or its ``PettingZooPufferEnv`` for the multi-agent ``crowd``, 16 agents as in
+bench_multiagent, and ``spread``, MPE's simple_spread with 3 agents; their figures are agent-steps/s) and the same
+arguments: ``Serial`` (PufferLib's own on both sides: ``shoal.pufferlib`` hands it out); ``Multiprocessing`` with a
+worker per core, and with a worker per env (PufferLib's default, ``overwork=True``); two blocks of half the envs
+(``batch_size=n/2``, a worker per core shared by them), where each ``step`` sends one block and returns the other;
+and shoal's without ``num_workers`` (its default count). Then the ratio of shoal's best to PufferLib's best, per
+workload and env count. Needs PufferLib (``pip install --no-deps pufferlib-core==3.0.23`` after torch).
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 
@@ -22,10 +24,21 @@ import pufferlib.emulation
 import pufferlib.vector
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from workloads import arguments, best_rate, side_by_side  # noqa: E402
+from multiagent_workloads import Crowd  # noqa: E402
+from workloads import WORKLOADS, arguments, best_rate, side_by_side  # noqa: E402
 
 import shoal.pufferlib  # noqa: E402
 from shoal.vector.cpus import usable_cores  # noqa: E402
+
+
+def spread():
+    from mpe2 import simple_spread_v3
+
+    return simple_spread_v3.parallel_env()
+
+
+MULTIAGENT = {"crowd": functools.partial(Crowd, 16), "spread": spread}
+WORKLOADS.update(MULTIAGENT)  # (this benchmark's choices: the shared ones and these)
 
 
 def measure(envs, seconds: float) -> float:
@@ -34,8 +47,11 @@ def measure(envs, seconds: float) -> float:
 
 
 def configs(fn, n):
+    emulation = pufferlib.emulation
+    wrapper = emulation.PettingZooPufferEnv if fn in MULTIAGENT.values() else emulation.GymnasiumPufferEnv
+
     def creator(buf=None, seed=0):
-        return pufferlib.emulation.GymnasiumPufferEnv(env_creator=fn, buf=buf, seed=seed)
+        return wrapper(env_creator=fn, buf=buf, seed=seed)
 
     cores = min(usable_cores(), n)
     settings = {

@@ -11,6 +11,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 from fakes import FaultyEnv, JoinLeave, SpaceEnv
+from pettingzoo import ParallelEnv
 
 pytest.importorskip(
     "pufferlib", reason="PufferLib pins a torch build: pip install --no-deps pufferlib-core==3.0.23 (.ci/run does)"
@@ -32,10 +33,36 @@ ENVS = {
 }
 
 
+class LateJoiner(ParallelEnv):
+    """Agent ``b`` joins at the first step: at a reset its row is PufferLib's padding, zeros, which lie outside the
+    agents' observation space ([1, 9]); every agent leaves at step 4."""
+
+    metadata = {"name": "late_joiner_v0"}
+    possible_agents = ["a", "b"]
+
+    def observation_space(self, agent):
+        return gym.spaces.Box(1, 9, (2,), np.int64)
+
+    def action_space(self, agent):
+        return gym.spaces.Discrete(2)
+
+    def reset(self, seed=None, options=None):
+        self.t, self.agents = 0, ["a"]
+        return {"a": np.array([1, 1])}, {"a": {}}
+
+    def step(self, actions):
+        self.t += 1
+        obs = {a: np.array([1 + self.t, 1 + int(actions.get(a, 0))]) for a in ("a", "b")}
+        over = self.t >= 4
+        self.agents = [] if over else ["a", "b"]
+        return obs, dict.fromkeys(obs, 1.0), dict.fromkeys(obs, over), dict.fromkeys(obs, False), {a: {} for a in obs}
+
+
 PETTINGZOO = {
     # a scripted population: agents leave (terminated, truncated) and one joins mid-episode
     "join_leave": lambda seed: JoinLeave(),
     "spread": lambda seed: simple_spread_v3.parallel_env(max_cycles=25),  # MPE: 3 agents, truncated together
+    "late_joiner": lambda seed: LateJoiner(),
 }
 
 
@@ -119,13 +146,16 @@ def test_gymnasium_envs_equal_pufferlibs(name, config):
     assert_same(theirs, rollout(shoal.pufferlib.make, name, steps, **kwargs))
 
 
-@pytest.mark.parametrize("name", ["join_leave", "spread"])
+@pytest.mark.parametrize("name", ["join_leave", "spread", "late_joiner"])
 @pytest.mark.parametrize("config", [CONFIGS[0], CONFIGS[1]])
 def test_pettingzoo_envs_equal_pufferlibs(name, config):
     """Agents as PufferLib's rows: an absent agent's row zeros, terminal and masked out; every agent's infos."""
     kwargs = dict(config, overwork=True)
     theirs = rollout(pufferlib.vector.make, name, 120, **kwargs)
-    assert any(not batch[-1].all() for batch in theirs) or name == "spread"  # (JoinLeave: masked rows compared)
+    if name == "join_leave":  # masked rows were compared
+        assert any(not batch[-1].all() for batch in theirs)
+    if name == "late_joiner":  # padding rows (zeros, outside the agents' space) were compared
+        assert any((batch[0] == 0).all(axis=1).any() for batch in theirs)
     assert_same(theirs, rollout(shoal.pufferlib.make, name, 120, **kwargs))
     assert_same(theirs, rollout(shoal.pufferlib.make, name, 120, warmup=13, **kwargs))
 

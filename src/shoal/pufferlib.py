@@ -170,8 +170,8 @@ def _made_seed(backend: str, i: int, per_worker: int) -> int:
 
 
 def _reset_seeds(backend: str, seed: int | None, n: int, per_worker: int) -> list[int | None] | None:
-    """The seed PufferLib's backend gives each env's ``reset`` for ``async_reset(seed)``: env ``i`` at ``seed + i``
-    on Multiprocessing ``seed + w + j`` for the ``j``-th env of worker ``w``, on Ray ``seed + j``."""
+    """The seed PufferLib's backend gives each env's ``reset`` for ``async_reset(seed)``: on Multiprocessing
+    ``seed + w + j`` for the ``j``-th env of worker ``w`` (so seeds repeat across workers), on Ray ``seed + j``."""
     if seed is None:
         return None
     if backend == "multiprocessing":
@@ -180,8 +180,8 @@ def _reset_seeds(backend: str, seed: int | None, n: int, per_worker: int) -> lis
 
 
 _DEFAULT_RESET_SEED = {"multiprocessing": 0, "ray": 42}
-_BACKEND_DEFAULT: Any = object()
 """Each PufferLib backend's ``async_reset`` default (its ``reset`` passes 42)."""
+_BACKEND_DEFAULT: Any = object()  # async_reset() without a seed
 
 
 class _Emulated(gymnasium.Env):

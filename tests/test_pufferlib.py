@@ -22,7 +22,7 @@ import pufferlib.vector  # noqa: E402
 
 import shoal.pufferlib  # noqa: E402
 from mpe2 import simple_spread_v3  # noqa: E402
-from shoal.errors import ConfigError, EnvError  # noqa: E402
+from shoal.errors import ActionError, ConfigError, EnvError  # noqa: E402
 
 ENVS = {
     "cartpole": lambda seed: gym.make("CartPole-v1"),
@@ -221,6 +221,8 @@ def test_usage_errors_are_pufferlibs():
         vecenv.recv()
         with pytest.raises(pufferlib.APIUsageError, match="Actions do not match action space"):
             vecenv.send(np.full(4, 5, np.int64))  # CartPole takes 0 or 1
+        with pytest.raises(ActionError, match=r"expected one action per row of the batch \(4 of Discrete\(2\)"):
+            vecenv.send(np.zeros(3, np.int64))  # (PufferLib checks the first send only; shoal every one)
     finally:
         vecenv.close()
 

@@ -37,7 +37,7 @@ from typing import Any, Callable, Sequence
 import gymnasium
 import numpy as np
 
-from shoal.errors import ConfigError, MissingDependencyError
+from shoal.errors import ActionError, ConfigError, MissingDependencyError
 from shoal.vector.cpus import usable_cores
 from shoal.vector.infos import InfoParts, owned
 
@@ -345,7 +345,6 @@ class PufferVecEnv:
         self._batch = batch_size
         self._env_action_shape = (k, *transport.shape) if self._agents else transport.shape
         self.initialized = False
-        self._first_ready = first_ready
         self._flag = _RESET
         self._masks = np.ones(batch_size * k, np.bool_)
         self._teacher: np.ndarray | None = None
@@ -422,7 +421,13 @@ class PufferVecEnv:
                     f"{actions.shape} and dtype {actions.dtype}"
                 )
         b = self._turn
-        self._envs[b].send(actions.reshape(self._batch, *self._env_action_shape))
+        shape = (self._batch, *self._env_action_shape)
+        if actions.size != np.prod(shape, dtype=np.int64):
+            raise ActionError(
+                f"actions: expected one action per row of the batch ({self.agents_per_batch} of "
+                f"{self.single_action_space}: {self.action_space.shape} in all), got an array of shape {actions.shape}"
+            )
+        self._envs[b].send(actions.reshape(shape))
         self._in_flight[b] = "step"
         self._turn = (b + 1) % len(self._envs)
         self._flag = _RECV

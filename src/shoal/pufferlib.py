@@ -343,7 +343,8 @@ class PufferVecEnv:
         self.observation_space = pufferlib.spaces.joint_space(self.single_observation_space, batch_size * k)
         self.agent_ids = np.arange(n * k)
         self._batch = batch_size
-        self._env_action_shape = (k, *transport.shape) if self._agents else transport.shape
+        self._action_shape = (batch_size, *((k, *transport.shape) if self._agents else transport.shape))
+        self._action_size = int(np.prod(self._action_shape))
         self.initialized = False
         self._flag = _RESET
         self._masks = np.ones(batch_size * k, np.bool_)
@@ -421,8 +422,8 @@ class PufferVecEnv:
                     f"{actions.shape} and dtype {actions.dtype}"
                 )
         b = self._turn
-        shape = (self._batch, *self._env_action_shape)
-        if actions.size != np.prod(shape, dtype=np.int64):
+        shape = self._action_shape
+        if actions.size != self._action_size:
             raise ActionError(
                 f"actions: expected one action per row of the batch ({self.agents_per_batch} of "
                 f"{self.single_action_space}: {self.action_space.shape} in all), got an array of shape {actions.shape}"

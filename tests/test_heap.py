@@ -17,6 +17,12 @@ INSTANCES = 65536  # a Stochastic step's temporaries are then 512 KiB each: abov
 # 2026-11-28 with retain_freed_memory() cut out: Stochastic 548 faults a step in a fresh process, 326 in a worker.)
 
 
+MOST_FAULTS = 50
+"""Most faults a step that pass. Without the fix a step takes 300-550 (above); a process that has it took up to 12.6
+in every window once, in a CI-like run on an otherwise idle host (session 49; alone it takes under 1), so the bound
+stands well between the two."""
+
+
 def minor_faults(pid: int) -> int:
     """Minor page faults of process ``pid`` so far (field 10 of /proc/PID/stat)."""
     with open(f"/proc/{pid}/stat") as f:
@@ -56,10 +62,10 @@ def test_a_fresh_process_stepping_a_batch_native_env_does_not_fault_every_step()
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    assert float(out.stdout) < 5, f"{out.stdout.strip()} minor page faults a step"
+    assert float(out.stdout) < MOST_FAULTS, f"{out.stdout.strip()} minor page faults a step"
 
 
 def test_a_worker_process_does_not_fault_every_step():
     with shoal.make("shoal/Stochastic-v0", INSTANCES, num_workers=1, inline=False) as envs:
         (worker,) = envs._transport._procs.values()
-        assert faults_per_step(envs, worker.pid) < 5
+        assert faults_per_step(envs, worker.pid) < MOST_FAULTS

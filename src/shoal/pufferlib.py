@@ -443,7 +443,7 @@ class PufferVecEnv:
             if self._in_flight[b] == "reset":  # a reset's batch: every env's info, empty ones too
                 obs, parts = envs._reset_wait_parts()
                 rewards = np.zeros(n, np.float32)
-                terminals = truncations = np.zeros(n, np.bool_)
+                terminals, truncations = np.zeros(n, np.bool_), np.zeros(n, np.bool_)
                 infos = _infos(parts, n)
             else:  # a step's: the infos that hold something
                 obs, rewards, terminals, truncations, parts = envs._recv_parts()

@@ -24,16 +24,10 @@ import numpy as np
 
 import shoal
 from shoal.bench.throughput import interleaved
-from multiagent_workloads import Crowd, CrowdSingle
+from multiagent_workloads import Crowd, CrowdSingle, spread
 from workloads import puffer_make
 
 warnings.filterwarnings("ignore")  # SuperSuit and PettingZoo warn about deprecated attributes on every make
-
-
-def spread():
-    from mpe2 import simple_spread_v3
-
-    return simple_spread_v3.parallel_env()
 
 
 def pistonball():

@@ -20,21 +20,14 @@ import functools
 import os
 import sys
 
-import pufferlib.emulation
 import pufferlib.vector
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from multiagent_workloads import Crowd  # noqa: E402
-from workloads import WORKLOADS, arguments, best_rate, side_by_side  # noqa: E402
+from multiagent_workloads import Crowd, spread  # noqa: E402
+from workloads import WORKLOADS, arguments, best_rate, puffer_creator, side_by_side  # noqa: E402
 
 import shoal.pufferlib  # noqa: E402
 from shoal.vector.cpus import usable_cores  # noqa: E402
-
-
-def spread():
-    from mpe2 import simple_spread_v3
-
-    return simple_spread_v3.parallel_env()
 
 
 MULTIAGENT = {"crowd": functools.partial(Crowd, 16), "spread": spread}
@@ -47,11 +40,7 @@ def measure(envs, seconds: float) -> float:
 
 
 def configs(fn, n):
-    emulation = pufferlib.emulation
-    wrapper = emulation.PettingZooPufferEnv if fn in MULTIAGENT.values() else emulation.GymnasiumPufferEnv
-
-    def creator(buf=None, seed=0):
-        return wrapper(env_creator=fn, buf=buf, seed=seed)
+    creator = puffer_creator(fn, multiagent=fn in MULTIAGENT.values())
 
     cores = min(usable_cores(), n)
     settings = {

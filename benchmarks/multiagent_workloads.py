@@ -77,3 +77,10 @@ class CrowdSingle(gym.Env):
         np.clip(self.pos + _MOVES[action], -1, 1, out=self.pos)
         dist = float(np.sqrt(((self.pos - self.goal) ** 2).sum()))
         return np.concatenate([self.pos, self.goal], axis=1)[0], -dist, False, self.t >= 100, {}
+
+
+def spread():
+    """MPE's simple_spread (3 agents; the ``mpe2`` package)."""
+    from mpe2 import simple_spread_v3
+
+    return simple_spread_v3.parallel_env()

@@ -85,15 +85,22 @@ def puffer_make(fn: Callable[[], Any], n: int, multiagent: bool = False, **optio
     """PufferLib's vector env (``pufferlib.vector.make``) of ``n`` envs made by ``fn``, each in PufferLib's own wrapper
     (``PettingZooPufferEnv`` for a PettingZoo env when ``multiagent``, else ``GymnasiumPufferEnv``), as its docs make
     one; ``options``: ``backend`` (``"Serial"``, ``"Multiprocessing"``), ``num_workers``, ``batch_size``."""
-    import pufferlib.emulation
     import pufferlib.vector
+
+    return pufferlib.vector.make(puffer_creator(fn, multiagent), num_envs=n, **options)
+
+
+def puffer_creator(fn: Callable[[], Any], multiagent: bool = False) -> Callable[..., Any]:
+    """A PufferLib env creator of the env ``fn`` makes, in PufferLib's own wrapper (``PettingZooPufferEnv`` for a
+    PettingZoo env when ``multiagent``, else ``GymnasiumPufferEnv``), as its docs write one."""
+    import pufferlib.emulation
 
     wrapper = pufferlib.emulation.PettingZooPufferEnv if multiagent else pufferlib.emulation.GymnasiumPufferEnv
 
     def creator(buf=None, seed=0):
         return wrapper(env_creator=fn, buf=buf, seed=seed)
 
-    return pufferlib.vector.make(creator, num_envs=n, **options)
+    return creator
 
 
 def zero_actions(envs: Any) -> np.ndarray:

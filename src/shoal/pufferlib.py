@@ -184,7 +184,23 @@ _DEFAULT_RESET_SEED = {"multiprocessing": 0, "ray": 42}
 _BACKEND_DEFAULT: Any = object()  # async_reset() without a seed
 
 
-class _Emulated(gymnasium.Env):
+class _Hosted(gymnasium.Env):
+    """A PufferLib env (``self.puffer``) as the Gymnasium env shoal's engine steps: what both kinds share."""
+
+    puffer: Any
+
+    @property
+    def render_mode(self) -> Any:  # type: ignore[override]
+        return getattr(self.puffer.env, "render_mode", None)  # (PufferLib's property raises where it has none)
+
+    def render(self) -> Any:
+        return self.puffer.render()
+
+    def close(self) -> None:
+        self.puffer.close()
+
+
+class _Emulated(_Hosted):
     """One env made by a PufferLib creator, as the single-agent Gymnasium env shoal's engine steps: its observation
     row, and its action handed over as PufferLib's row of one (int32 for discrete spaces, as its buffers hold).
 
@@ -206,10 +222,6 @@ class _Emulated(gymnasium.Env):
         self._direct = False  # (from the second step on, where plain)
         self._discrete = isinstance(self.action_space, gymnasium.spaces.Discrete)
         self._obs_dtype = puffer.observations.dtype
-
-    @property
-    def render_mode(self) -> Any:  # type: ignore[override]
-        return getattr(self.puffer.env, "render_mode", None)  # (PufferLib's property raises where it has none)
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict]:
         obs, info = self.puffer.reset(seed=seed)
@@ -241,14 +253,8 @@ class _Emulated(gymnasium.Env):
             truncated = bool(truncated.any()) if truncated.shape else bool(truncated)
         return obs, reward, terminated, truncated, info
 
-    def render(self) -> Any:
-        return self.puffer.render()
 
-    def close(self) -> None:
-        self.puffer.close()
-
-
-class _Agents(gymnasium.Env):
+class _Agents(_Hosted):
     """One ``PettingZooPufferEnv`` (``k`` agents) as a single Gymnasium env shoal's engine steps: its observation is
     the env's PufferLib rows (observations, rewards, terminals, truncations, masks of its ``k`` agents, as its step
     wrote them: an absent agent's row zeros, terminal, masked out), its action the ``k`` agents' actions, and it
@@ -265,10 +271,6 @@ class _Agents(gymnasium.Env):
         self._action = np.zeros_like(puffer.actions)
         self._rows = {key: getattr(puffer, key) for key in _ROWS}
 
-    @property
-    def render_mode(self) -> Any:  # type: ignore[override]
-        return getattr(self.puffer.env, "render_mode", None)  # (PufferLib's property raises where it has none)
-
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict]:
         _, info = self.puffer.reset(seed=seed)
         return self._rows, info
@@ -277,12 +279,6 @@ class _Agents(gymnasium.Env):
         self._action[:] = action
         _, _, _, _, info = self.puffer.step(self._action)
         return self._rows, 0.0, self.puffer.done, False, info
-
-    def render(self) -> Any:
-        return self.puffer.render()
-
-    def close(self) -> None:
-        self.puffer.close()
 
 
 _ROWS = ("observations", "rewards", "terminals", "truncations", "masks")

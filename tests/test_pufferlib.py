@@ -66,8 +66,53 @@ PETTINGZOO = {
 }
 
 
+class Walkers(pufferlib.PufferEnv):
+    """A native PufferEnv: three agents on a line, stepped together, each reset by the env itself when it leaves
+    [-3, 3] (terminal) or after a number of steps set by the creator's seed (truncated); its masks and teacher
+    actions written by the env, infos (a list) when an agent's episode ends, and at a reset for odd creator seeds.
+    ``box``: Box actions (the first of two values moves), else Discrete(4). Its reset writes every buffer, as
+    PufferLib's Ocean envs do."""
+
+    def __init__(self, buf=None, seed=0, box=False):
+        self.single_observation_space = gym.spaces.Box(-9, 9, (3,), np.float32)
+        self.single_action_space = gym.spaces.Box(-1, 1, (2,), np.float32) if box else gym.spaces.Discrete(4)
+        self.num_agents, self.made_seed, self.box = 3, seed, box
+        super().__init__(buf)
+
+    def reset(self, seed=None):
+        self.rng = np.random.default_rng([self.made_seed, 99 if seed is None else seed])
+        self.pos, self.t = self.rng.integers(-2, 3, 3), np.zeros(3, np.int64)
+        self.rewards[:], self.terminals[:], self.truncations[:], self.masks[:], self.teacher_actions[:] = 0, 0, 0, 1, 1
+        self._observe()
+        return self.observations, [{"reset": self.made_seed}] if self.made_seed % 2 else []
+
+    def step(self, actions):
+        self.actions[:] = actions  # (as Ocean's envs do, whose C code reads that buffer)
+        actions = self.actions
+        self.pos += np.rint(2 * actions[:, 0]).astype(np.int64) if self.box else actions - 1
+        self.t += 1
+        self.rewards[:] = self.pos * 0.5
+        self.terminals[:] = np.abs(self.pos) > 3
+        self.truncations[:] = self.t >= 6 + self.made_seed % 5
+        self.masks[:] = self.t % 4 != 1
+        self.teacher_actions[:] = (self.pos < 0)[:, None] if self.box else 2 * (self.pos < 0)
+        ended = self.terminals | self.truncations
+        infos = [{"ended": int(ended.sum()), "seed": self.made_seed}] if ended.any() else []
+        self.pos[ended], self.t[ended] = self.rng.integers(-2, 3, int(ended.sum())), 0
+        self._observe()
+        return self.observations, self.rewards, self.terminals, self.truncations, infos
+
+    def _observe(self):
+        self.observations[:] = np.stack([self.pos, self.t, np.full(3, self.made_seed)], axis=1)
+
+    def close(self):
+        pass
+
+
 def creator(name: str, buf=None, seed=0):
-    """A creator as PufferLib's docs write them: the env in PufferLib's emulation."""
+    """A creator as PufferLib's docs write them: the env in PufferLib's emulation, or a native env."""
+    if name in ("native", "native_box"):
+        return Walkers(buf=buf, seed=seed, box=name == "native_box")
     if name in PETTINGZOO:
         return pufferlib.emulation.PettingZooPufferEnv(env=PETTINGZOO[name](seed), buf=buf, seed=seed)
     return pufferlib.emulation.GymnasiumPufferEnv(env=ENVS[name](seed), buf=buf, seed=seed)
@@ -160,11 +205,31 @@ def test_pettingzoo_envs_equal_pufferlibs(name, config):
     assert_same(theirs, rollout(shoal.pufferlib.make, name, 120, warmup=13, **kwargs))
 
 
+@pytest.mark.parametrize("config", CONFIGS)
+def test_native_envs_equal_pufferlibs(config):
+    """Native PufferEnvs: their rows, masks, teacher actions and info lists as they wrote them; never reset by the
+    vector env, but at async_reset."""
+    kwargs = dict(config, overwork=True)
+    theirs = rollout(pufferlib.vector.make, "native", 60, **kwargs)
+    assert any(not batch[-1].all() for batch in theirs) and any(batch[5] for batch in theirs)  # masks, infos
+    assert len({batch[4].tobytes() for batch in theirs}) > 1  # teacher actions the env wrote
+    assert_same(theirs, rollout(shoal.pufferlib.make, "native", 60, **kwargs))
+    assert_same(theirs, rollout(shoal.pufferlib.make, "native", 60, warmup=11, **kwargs))
+
+
+def test_native_envs_with_box_actions_equal_pufferlibs():
+    kwargs = dict(backend="Multiprocessing", num_workers=4, batch_size=4, overwork=True)
+    theirs = rollout(pufferlib.vector.make, "native_box", 60, **kwargs)
+    assert theirs[1][4].dtype == np.float32 and theirs[1][4].shape == (12, 2)  # teacher actions: Box rows
+    assert_same(theirs, rollout(shoal.pufferlib.make, "native_box", 60, **kwargs))
+
+
 @pytest.mark.ray
-def test_ray_batches_equal_pufferlibs():
+@pytest.mark.parametrize("name", ["spaces", "native"])
+def test_ray_batches_equal_pufferlibs(name):
     kwargs = dict(backend=pufferlib.vector.Ray, num_workers=2)
-    theirs = rollout(pufferlib.vector.make, "spaces", 60, **kwargs)
-    ours = rollout(shoal.pufferlib.make, "spaces", 60, **kwargs)
+    theirs = rollout(pufferlib.vector.make, name, 60, **kwargs)
+    ours = rollout(shoal.pufferlib.make, name, 60, **kwargs)
     assert_same(theirs, ours, by_env_id=True)
 
 
@@ -248,17 +313,20 @@ class NativeCounter(pufferlib.PufferEnv):
         pass
 
 
-def test_native_envs_are_passed_through_or_refused():
+def test_native_envs_are_passed_through_and_other_envs_refused():
     native = shoal.pufferlib.make(NativeCounter)  # backend=PufferEnv, PufferLib's default: the env itself
     assert isinstance(native, NativeCounter)
     serial = shoal.pufferlib.make(functools.partial(creator, "cartpole"), backend="Serial", num_envs=3)
     assert type(serial) is pufferlib.vector.Serial and serial.num_envs == 3  # one process: PufferLib's own
     serial.close()
-    with pytest.raises(pufferlib.APIUsageError, match="native PufferEnv \\(NativeCounter\\).*backend=PufferEnv"):
-        shoal.pufferlib.make(NativeCounter, backend="Multiprocessing", num_envs=2)
     mixed = [functools.partial(creator, "cartpole"), functools.partial(creator, "join_leave")]
-    with pytest.raises(pufferlib.APIUsageError, match="made a PettingZooPufferEnv where env 0 is a GymnasiumPufferEnv"):
+    with pytest.raises(pufferlib.APIUsageError,
+                       match=r"env_creators\[1\] made a PettingZooPufferEnv where env 0 is a GymnasiumPufferEnv"):
         shoal.pufferlib.make(mixed, [[], []], [{}, {}], backend="Multiprocessing", num_envs=2).close()
+    natives = [functools.partial(creator, "native"), NativeCounter]
+    with pytest.raises(pufferlib.APIUsageError, match=r"env_creators\[1\] made an env whose single_observation_space "
+                       r"is Box\(0\.0, 100\.0, \(1,\), float32\), where env 0's is Box\(-9\.0, 9\.0, \(3,\)"):
+        shoal.pufferlib.make(natives, [[], []], [{}, {}], backend="Multiprocessing", num_envs=2).close()
     with pytest.raises(pufferlib.APIUsageError, match="made CartPoleEnv, not a PufferLib env"):
         shoal.pufferlib.make(lambda buf=None, seed=0: gym.make("CartPole-v1").unwrapped, backend="Ray")
 
@@ -315,7 +383,7 @@ def per_env_rollout(make, name, steps, **kwargs):
     return rows
 
 
-@pytest.mark.parametrize("name", ["spaces", "join_leave"])
+@pytest.mark.parametrize("name", ["spaces", "join_leave", "native"])
 def test_first_envs_to_finish_step_each_env_as_pufferlib(name):
     kwargs = dict(backend="Multiprocessing", num_workers=4, batch_size=4, sync_traj=False, zero_copy=False,
                   overwork=True)

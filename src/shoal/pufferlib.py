@@ -21,11 +21,13 @@ stepped: shoal's workers and shared memory, several envs per worker, shoal's def
 its share of the workers, returned in turn (PufferLib's order with ``sync_traj=True``, its default) while the others
 step; with ``sync_traj=False, zero_copy=False``, the first ``batch_size`` envs to finish, whichever they are.
 
-shoal steps envs made by ``pufferlib.emulation.GymnasiumPufferEnv`` and ``PettingZooPufferEnv`` (its agents as
-PufferLib's rows: an absent agent's row zeros, terminal and masked out; the env reset by the ``send`` after all its
-agents are done) on ``Multiprocessing`` and ``Ray``; a native ``PufferEnv`` there is refused with the reason.
-``backend=Serial`` and ``backend=PufferEnv`` (PufferLib's default: an env that vectorizes itself) return what
-PufferLib makes: in one process shoal has nothing faster.
+Every kind of PufferLib env runs on ``Multiprocessing`` and ``Ray``: envs made by
+``pufferlib.emulation.GymnasiumPufferEnv``; ``PettingZooPufferEnv`` (its agents as PufferLib's rows: an absent
+agent's row zeros, terminal and masked out; the env reset by the ``send`` after all its agents are done); and native
+``PufferEnv``s (their rows as their ``step`` wrote them, teacher actions included; they reset their own agents, so
+shoal resets them only at ``async_reset``). An env whose spaces or agent count differ from env 0's is refused, as
+PufferLib refuses it. ``backend=Serial`` and ``backend=PufferEnv`` (PufferLib's default: an env that vectorizes
+itself) return what PufferLib makes: in one process shoal has nothing faster.
 """
 
 from __future__ import annotations
@@ -106,15 +108,15 @@ def make(
         )
     driver_env = creators[0](*args[0], **kw[0])
     try:
-        _check_env(driver_env, "env_creators[0]")
+        host = _host_of(driver_env, "env_creators[0]")
     except APIUsageError:
         getattr(driver_env, "close", lambda: None)()
         raise
-    host = _Agents if isinstance(driver_env, pufferlib.emulation.PettingZooPufferEnv) else _Emulated
-    fns = [functools.partial(host, creators[i], args[i], kw[i], _made_seed(name, i, per_worker))
+    like = _signature(driver_env)
+    fns = [functools.partial(host, creators[i], args[i], kw[i], _made_seed(name, i, per_worker), i, like)
            for i in range(num_envs)]
     first_ready = batch_size < num_envs and not kwargs.get("sync_traj", True) and not kwargs.get("zero_copy", True)
-    return PufferVecEnv(fns, _BACKENDS[name], driver_env, batch_size, per_worker, num_workers, first_ready)
+    return PufferVecEnv(fns, _BACKENDS[name], driver_env, host, batch_size, per_worker, num_workers, first_ready)
 
 
 def _is_count(value: Any) -> bool:
@@ -142,20 +144,16 @@ def _creators(creators: Any, args: Any, kwargs: Any, n: int) -> tuple[list, list
     return creators, args, kwargs
 
 
-def _check_env(env: Any, what: str, kind: type | None = None) -> None:
-    """Refuse what shoal cannot step as PufferLib does: anything but a ``GymnasiumPufferEnv`` or a
-    ``PettingZooPufferEnv`` (``kind``: the one env 0 is; every env must be one)."""
+def _host_of(env: Any, what: str) -> type[_Hosted]:
+    """How shoal hosts what a creator made (:class:`_Emulated`, :class:`_Agents` or :class:`_Native`); anything but
+    a PufferLib env is refused, saying how to wrap it."""
     emulation = pufferlib.emulation
-    if isinstance(env, (emulation.GymnasiumPufferEnv, emulation.PettingZooPufferEnv)):
-        if kind is not None and not isinstance(env, kind):
-            raise APIUsageError(f"{what} made a {type(env).__name__} where env 0 is a {kind.__name__}")
-        return
+    if isinstance(env, emulation.PettingZooPufferEnv):
+        return _Agents
+    if isinstance(env, emulation.GymnasiumPufferEnv):
+        return _Emulated
     if isinstance(env, pufferlib.PufferEnv):
-        raise APIUsageError(
-            f"{what} made a native PufferEnv ({type(env).__name__}), which vectorizes itself and resets its own "
-            f"episodes: run it with backend=PufferEnv (shoal.pufferlib steps envs made by "
-            f"pufferlib.emulation.GymnasiumPufferEnv or PettingZooPufferEnv)"
-        )
+        return _Native
     raise APIUsageError(
         f"{what} made {type(env).__name__}, not a PufferLib env: wrap it as PufferLib requires "
         f"(pufferlib.emulation.GymnasiumPufferEnv(env=...) or (env_creator=...), or PettingZooPufferEnv)"
@@ -184,14 +182,57 @@ _DEFAULT_RESET_SEED = {"multiprocessing": 0, "ray": 42}
 _BACKEND_DEFAULT: Any = object()  # async_reset() without a seed
 
 
-class _Hosted(gymnasium.Env):
-    """A PufferLib env (``self.puffer``) as the Gymnasium env shoal's engine steps: what both kinds share."""
+def _buffers() -> frozenset[str]:
+    """The buffers the installed PufferLib gives an env: pufferlib-core 3.0.x's include teacher actions, which its
+    ``recv`` returns; PufferLib 3.0.0's do not, and its ``recv`` returns seven values."""
+    probe = SimpleNamespace(single_observation_space=gymnasium.spaces.Box(0, 1, (1,)),
+                            single_action_space=gymnasium.spaces.Discrete(2), num_agents=1)
+    known = set(vars(probe))
+    getattr(pufferlib, "set_buffers", lambda env: None)(probe)
+    return frozenset(vars(probe)) - known
 
-    puffer: Any
+
+_BUFFERS = _buffers()
+
+
+_SIGNATURE = ("single_observation_space", "single_action_space", "num_agents")
+
+
+def _signature(env: Any) -> tuple:
+    """What every env of a vector env must share with env 0 (:data:`_SIGNATURE`)."""
+    return tuple(getattr(env, name) for name in _SIGNATURE)
+
+
+class _Hosted(gymnasium.Env):
+    """A PufferLib env (``self.puffer``, made by its creator as PufferLib's backends make it, with its own buffers)
+    as the Gymnasium env shoal's engine steps: what the three kinds share. ``made`` names the kind it hosts."""
+
+    made = ""
+
+    def __init__(self, creator: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any], seed: int | None,
+                 index: int, like: tuple) -> None:
+        self.puffer = puffer = creator(*args, buf=None, seed=seed, **kwargs)
+        what = f"env_creators[{index}]"
+        try:
+            if _host_of(puffer, what) is not type(self):
+                raise APIUsageError(f"{what} made a {type(puffer).__name__} where env 0 is a {self.made}")
+            for name, mine, env0s in zip(_SIGNATURE, _signature(puffer), like):
+                if mine != env0s:  # (PufferLib's backends check the spaces too)
+                    raise APIUsageError(f"{what} made an env whose {name} is {mine}, where env 0's is {env0s}")
+        except APIUsageError:
+            getattr(puffer, "close", lambda: None)()
+            raise
+        self.metadata = getattr(puffer, "metadata", self.metadata)
+        self._bind(puffer)
+
+    def _bind(self, puffer: Any) -> None:
+        """Take the spaces and buffers this kind steps from ``puffer``."""
+        raise NotImplementedError
 
     @property
     def render_mode(self) -> Any:  # type: ignore[override]
-        return getattr(self.puffer.env, "render_mode", None)  # (PufferLib's property raises where it has none)
+        # (an emulated env's property raises where its env has none)
+        return getattr(getattr(self.puffer, "env", self.puffer), "render_mode", None)
 
     def render(self) -> Any:
         return self.puffer.render()
@@ -209,13 +250,11 @@ class _Emulated(_Hosted):
     around it (the action row read as its ``step`` reads it, the observation cast into its row, the reward summed
     into a float, the flags into bools): the same values, without a second wrapper's cost (~2.4 us a step)."""
 
-    def __init__(self, creator: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any],
-                 seed: int | None) -> None:
-        self.puffer = puffer = creator(*args, buf=None, seed=seed, **kwargs)
-        _check_env(puffer, "the env creator", pufferlib.emulation.GymnasiumPufferEnv)
+    made = "GymnasiumPufferEnv"
+
+    def _bind(self, puffer: Any) -> None:
         self.observation_space = puffer.single_observation_space
         self.action_space = puffer.single_action_space
-        self.metadata = getattr(puffer, "metadata", self.metadata)
         self._action = np.zeros_like(puffer.actions)
         self._plain = type(puffer) is pufferlib.emulation.GymnasiumPufferEnv and not (
             puffer.is_obs_emulated or puffer.is_atn_emulated)
@@ -261,15 +300,15 @@ class _Agents(_Hosted):
     ends when PufferLib's ``done`` says so (every agent gone, or all done), so the next step resets it, as
     PufferLib's ``send`` does. Its reward is 0: the rows carry the agents'."""
 
-    def __init__(self, creator: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any],
-                 seed: int | None) -> None:
-        self.puffer = puffer = creator(*args, buf=None, seed=seed, **kwargs)
-        _check_env(puffer, "the env creator", pufferlib.emulation.PettingZooPufferEnv)
-        self.observation_space = _rows_space(puffer.single_observation_space, puffer.num_agents)
+    made = "PettingZooPufferEnv"
+    rows: tuple[str, ...] = ("observations", "rewards", "terminals", "truncations", "masks")
+
+    def _bind(self, puffer: Any) -> None:
         transport = getattr(puffer, "single_transport_action_space", puffer.single_action_space)
+        self.observation_space = _rows_space(puffer, self.rows)
         self.action_space = pufferlib.spaces.joint_space(transport, puffer.num_agents)
-        self._action = np.zeros_like(puffer.actions)
-        self._rows = {key: getattr(puffer, key) for key in _ROWS}
+        self._action = puffer.actions  # (where PufferLib's backends write them too)
+        self._rows = {key: getattr(puffer, key) for key in self.rows}
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict]:
         _, info = self.puffer.reset(seed=seed)
@@ -281,29 +320,49 @@ class _Agents(_Hosted):
         return self._rows, 0.0, self.puffer.done, False, info
 
 
-_ROWS = ("observations", "rewards", "terminals", "truncations", "masks")
+class _Native(_Agents):
+    """One native ``PufferEnv`` (``k`` agents, stepped together; it resets its agents' episodes itself, so its
+    episode never ends here and shoal never resets it but at ``async_reset``) as a single Gymnasium env: its
+    observation its PufferLib rows as its ``step`` wrote them into its own buffers (teacher actions too, where the
+    installed PufferLib has them), its action the ``k`` actions (in its action buffer, as PufferLib's Multiprocessing
+    hands them to a worker's envs), and its info the list of dicts it returned, under :data:`_LOGS`."""
+
+    made = "native PufferEnv"
+    rows = _Agents.rows + (("teacher_actions",) if "teacher_actions" in _BUFFERS else ())
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict]:
+        _, infos = self.puffer.reset(seed=seed)
+        return self._rows, {_LOGS: infos} if infos else {}
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict]:
+        self._action[:] = action
+        _, _, _, _, infos = self.puffer.step(self._action)
+        return self._rows, 0.0, False, False, {_LOGS: infos} if infos else {}
 
 
-def _rows_space(single: gymnasium.spaces.Box, k: int) -> gymnasium.spaces.Dict:
-    """The space of one multi-agent env's PufferLib rows (:class:`_Agents`)."""
+_LOGS = "pufferlib infos"
+"""The info key under which a native env's list of info dicts travels (its ``reset`` and ``step`` return lists)."""
+
+
+def _rows_space(puffer: Any, rows: Sequence[str]) -> gymnasium.spaces.Dict:
+    """The space of one multi-agent env's PufferLib rows (:class:`_Agents`): those of ``rows`` its buffers hold."""
+    k = puffer.num_agents
     flag = gymnasium.spaces.Box(0, 1, (k,), np.bool_)  # type: ignore[arg-type]
-    return gymnasium.spaces.Dict({
-        "observations": pufferlib.spaces.joint_space(single, k),
+    spaces = {
+        "observations": pufferlib.spaces.joint_space(puffer.single_observation_space, k),
         "rewards": gymnasium.spaces.Box(-np.inf, np.inf, (k,), np.float32),
         "terminals": flag, "truncations": flag, "masks": flag,
-    })
+    }
+    if "teacher_actions" in rows:  # (as its action buffer: int32 for discrete spaces)
+        spaces["teacher_actions"] = _any_value(puffer.teacher_actions)
+    return gymnasium.spaces.Dict({key: spaces[key] for key in rows})
 
 
-def _has_teacher_actions() -> bool:
-    """Whether the installed PufferLib's ``recv`` returns teacher actions (pufferlib-core 3.0.x; PufferLib 3.0.0
-    returns seven values): its buffers hold them."""
-    set_buffers = getattr(pufferlib, "set_buffers", None)
-    if set_buffers is None:
-        return False
-    probe = SimpleNamespace(single_observation_space=gymnasium.spaces.Box(0, 1, (1,)),
-                            single_action_space=gymnasium.spaces.Discrete(2), num_agents=1)
-    set_buffers(probe)
-    return hasattr(probe, "teacher_actions")
+def _any_value(array: np.ndarray) -> gymnasium.spaces.Box:
+    """A Box that holds any array of ``array``'s shape and dtype."""
+    dtype = array.dtype
+    limits = np.finfo(dtype) if np.issubdtype(dtype, np.floating) else np.iinfo(dtype)
+    return gymnasium.spaces.Box(limits.min, limits.max, array.shape, dtype)  # type: ignore[arg-type]
 
 
 def _infos(parts: InfoParts, n: int) -> list[dict[str, Any]]:
@@ -315,13 +374,18 @@ def _infos(parts: InfoParts, n: int) -> list[dict[str, Any]]:
     return infos
 
 
+def _logs(parts: InfoParts) -> list[dict[str, Any]]:
+    """A batch's infos from native envs: the dicts each returned, one env after another (:class:`_Native`)."""
+    return [owned(log) for _, info in parts.entries for log in info.get(_LOGS, ())]  # type: ignore[misc]
+
+
 class PufferVecEnv:
     """What :func:`make` returns: PufferLib's vector env (``reset``, ``step``, ``async_reset``, ``send``, ``recv``,
     ``close`` and its attributes) over one shoal vector env per block of ``batch_size`` envs, taken in turn, or one
     shoal vector env returning the first ``batch_size`` envs to finish (``first_ready``)."""
 
-    def __init__(self, fns: Sequence[Callable[[], Any]], backend: str, driver_env: Any, batch_size: int,
-                 per_worker: int, num_workers: int | None, first_ready: bool) -> None:
+    def __init__(self, fns: Sequence[Callable[[], Any]], backend: str, driver_env: Any, host: type[_Hosted],
+                 batch_size: int, per_worker: int, num_workers: int | None, first_ready: bool) -> None:
         from shoal.make import make as shoal_make
 
         n, k = len(fns), driver_env.num_agents
@@ -330,7 +394,9 @@ class PufferVecEnv:
         self.num_agents = n * k
         self.agents_per_batch = batch_size * k
         self.envs_per_worker = per_worker
-        self._agents = k if isinstance(driver_env, pufferlib.emulation.PettingZooPufferEnv) else 0
+        self._rows = host.rows if issubclass(host, _Agents) else ()  # an env's rows, where it has several
+        self._agents = k if self._rows else 0
+        self._native = host is _Native
         self.backend = backend
         self.single_observation_space = driver_env.single_observation_space
         self.single_action_space = driver_env.single_action_space
@@ -345,7 +411,7 @@ class PufferVecEnv:
         self._flag = _RESET
         self._masks = np.ones(batch_size * k, np.bool_)
         self._teacher: np.ndarray | None = None
-        if _has_teacher_actions():  # zeros, as PufferLib's are unless a native env writes them
+        if "teacher_actions" in _BUFFERS:  # zeros, as PufferLib's are unless a native env writes them
             box = isinstance(self.single_action_space, gymnasium.spaces.Box)
             self._teacher = np.zeros(self.action_space.shape, self.single_action_space.dtype if box else np.int32)
         blocks = 1 if first_ready else n // batch_size
@@ -440,26 +506,28 @@ class PufferVecEnv:
                 obs, parts = envs._reset_wait_parts()
                 rewards = np.zeros(n, np.float32)
                 terminals, truncations = np.zeros(n, np.bool_), np.zeros(n, np.bool_)
-                infos = _infos(parts, n)
+                infos = _logs(parts) if self._native else _infos(parts, n)
             else:  # a step's: the infos that hold something
                 obs, rewards, terminals, truncations, parts = envs._recv_parts()
                 rewards = rewards.astype(np.float32)
-                infos = [owned(info) for _, info in parts.entries if info]  # type: ignore[misc]
+                infos = _logs(parts) if self._native else [owned(info) for _, info in parts.entries if info]  # type: ignore[misc]
         except KeyboardInterrupt:  # the wait stays pending: recv() again, or async_reset() collects it
             raise
         except BaseException:  # an env's error ends the step (async_reset() starts anew)
             self._in_flight[b] = None
             raise
         self._in_flight[b] = None
-        rows, k, masks = self.agents_per_batch, self._agents, self._masks
+        rows, k, masks, teacher = self.agents_per_batch, self._agents, self._masks, self._teacher
         if parts.ids is None:  # block b
             env_ids = self.agent_ids[b * rows:(b + 1) * rows]
         else:  # the first envs to finish: their rows
             env_ids = (parts.ids[:, None] * k + np.arange(k)).ravel() if k else parts.ids.copy()
         if k:  # each env's agents' rows, as its PufferLib env wrote them
-            obs, rewards, terminals, truncations, masks = (obs[key].reshape(rows, *obs[key].shape[2:]) for key in _ROWS)
+            leaves = {key: obs[key].reshape(rows, *obs[key].shape[2:]) for key in self._rows}
+            obs, rewards, terminals, truncations, masks = (leaves[key] for key in _Agents.rows)
+            teacher = leaves.get("teacher_actions", teacher)  # (a native env's)
         self._flag = _SEND
-        head = (obs, rewards, terminals, truncations) + (() if self._teacher is None else (self._teacher,))
+        head = (obs, rewards, terminals, truncations) + (() if teacher is None else (teacher,))
         return head + (infos, env_ids, masks)
 
     def close(self) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import re
+import time
 from pathlib import Path
 
 import gymnasium as gym
@@ -76,12 +77,15 @@ class Walkers(pufferlib.PufferEnv):
     def __init__(self, buf=None, seed=0, box=False):
         self.single_observation_space = gym.spaces.Box(-9, 9, (3,), np.float32)
         self.single_action_space = gym.spaces.Box(-1, 1, (2,), np.float32) if box else gym.spaces.Discrete(4)
-        self.num_agents, self.made_seed, self.box = 3, seed, box
+        self.num_agents, self.made_seed, self.box, self.drift = 3, seed, box, 0
         super().__init__(buf)
+
+    def notify(self):  # (PufferLib's hook: here, every agent drifts one step right from now on, and starts there)
+        self.drift = 1
 
     def reset(self, seed=None):
         self.rng = np.random.default_rng([self.made_seed, 99 if seed is None else seed])
-        self.pos, self.t = self.rng.integers(-2, 3, 3), np.zeros(3, np.int64)
+        self.pos, self.t = self.rng.integers(-2, 3, 3) + self.drift, np.zeros(3, np.int64)
         self.rewards[:], self.terminals[:], self.truncations[:], self.masks[:], self.teacher_actions[:] = 0, 0, 0, 1, 1
         self._observe()
         return self.observations, [{"reset": self.made_seed}] if self.made_seed % 2 else []
@@ -89,7 +93,7 @@ class Walkers(pufferlib.PufferEnv):
     def step(self, actions):
         self.actions[:] = actions  # (as Ocean's envs do, whose C code reads that buffer)
         actions = self.actions
-        self.pos += np.rint(2 * actions[:, 0]).astype(np.int64) if self.box else actions - 1
+        self.pos += (np.rint(2 * actions[:, 0]).astype(np.int64) if self.box else actions - 1) + self.drift
         self.t += 1
         self.rewards[:] = self.pos * 0.5
         self.terminals[:] = np.abs(self.pos) > 3
@@ -118,21 +122,30 @@ def creator(name: str, buf=None, seed=0):
     return pufferlib.emulation.GymnasiumPufferEnv(env=ENVS[name](seed), buf=buf, seed=seed)
 
 
-def rollout(make, name, steps, warmup=0, **kwargs):
+def rollout(make, name, steps, warmup=0, notify_at=None, **kwargs):
     """Every batch ``recv`` returns (copied) over ``steps`` batches of seeded random actions, each env's action
-    drawn for it by id, after ``async_reset(3)``, ``warmup`` batches and ``async_reset(7)``."""
+    drawn for it by id, after ``async_reset(3)``, ``warmup`` batches and ``async_reset(7)``; ``notify()`` after
+    batch ``notify_at`` (0: before that reset), 0.2 s after the steps in flight (on PufferLib an env that has not
+    started its step sees a notify() at once) and 0.2 s before the next send (PufferLib's workers poll a flag)."""
     vecenv = make(functools.partial(creator, name), num_envs=8, **kwargs)
     try:
         space = pufferlib.spaces.joint_space(vecenv.single_action_space, vecenv.num_agents)  # a row per agent
         vecenv.async_reset(3)
         for _ in range(warmup):
             vecenv.send(space.sample()[vecenv.recv()[-2]])
+        if notify_at == 0:
+            vecenv.notify()
+            time.sleep(0.2)
         vecenv.async_reset(7)  # (in flight: a reset, or the steps of other blocks)
         space.seed(0)
         batches = []
         for _ in range(steps):
             out = vecenv.recv()
             batches.append(tuple(np.array(x, copy=True) if isinstance(x, np.ndarray) else x for x in out))
+            if len(batches) == notify_at:
+                time.sleep(0.2)
+                vecenv.notify()
+                time.sleep(0.2)
             vecenv.send(space.sample()[out[-2]])  # env_ids: the rows of this batch
     finally:
         if kwargs.get("backend") is pufferlib.vector.Ray and make is pufferlib.vector.make:
@@ -215,6 +228,50 @@ def test_native_envs_equal_pufferlibs(config):
     assert len({batch[4].tobytes() for batch in theirs}) > 1  # teacher actions the env wrote
     assert_same(theirs, rollout(shoal.pufferlib.make, "native", 60, **kwargs))
     assert_same(theirs, rollout(shoal.pufferlib.make, "native", 60, warmup=11, **kwargs))
+
+
+@pytest.mark.parametrize("config", [CONFIGS[0], CONFIGS[1]])
+def test_notify_reaches_each_env_before_its_next_step_as_on_pufferlib(config):
+    kwargs = dict(config, overwork=True)
+    theirs = rollout(pufferlib.vector.make, "native", 40, notify_at=15, **kwargs)
+    assert_same(theirs, rollout(shoal.pufferlib.make, "native", 40, notify_at=15, **kwargs))
+    # before a reset: delivered before it (the env starts its agents where notify() put them)
+    first = rollout(pufferlib.vector.make, "native", 5, warmup=3, notify_at=0, **kwargs)
+    assert_same(first, rollout(shoal.pufferlib.make, "native", 5, warmup=3, notify_at=0, **kwargs))
+    assert_same(theirs[:15], rollout(shoal.pufferlib.make, "native", 15, **kwargs))  # (the same until then)
+    with pytest.raises(AssertionError, match="batch 1[5-7], output 0"):  # and it changed the envs' steps
+        assert_same(theirs, rollout(shoal.pufferlib.make, "native", 40, **kwargs))
+    vecenv = shoal.pufferlib.make(functools.partial(creator, "cartpole"), backend="Multiprocessing", num_envs=2)
+    try:
+        vecenv.reset(seed=0)
+        vecenv.notify()
+        with pytest.raises(EnvError, match="GymnasiumPufferEnv' object has no attribute 'notify'"):
+            vecenv.send(np.zeros(2, np.int64))  # (PufferLib's worker dies of it, and its recv then waits forever)
+    finally:
+        vecenv.close()
+
+
+def test_notify_reaches_every_env_with_the_first_envs_to_finish():
+    """With steps of other envs in flight at each send: each env drifts from its next step on (actions of 1 hold
+    the agents still, so a step that moves an agent one way is a drift)."""
+    vecenv = shoal.pufferlib.make(functools.partial(creator, "native"), backend="Multiprocessing", num_envs=8,
+                                  num_workers=4, batch_size=4, sync_traj=False, zero_copy=False)
+    last, moves = {}, {"before": set(), "after": set()}
+    try:
+        vecenv.async_reset(0)
+        for t in range(60):
+            obs, *_, env_ids, _ = vecenv.recv()
+            for row, (pos, steps, _) in zip(env_ids.tolist(), obs.tolist()):
+                if row in last and steps == last[row][1] + 1 and not 10 < t < 20:  # a step, no reset between
+                    moves["before" if t <= 10 else "after"].add((row, pos - last[row][0]))
+                last[row] = pos, steps
+            if t == 10:
+                vecenv.notify()
+            vecenv.send(np.ones(12, np.int64))
+    finally:
+        vecenv.close()
+    assert {move for _, move in moves["before"]} == {0}
+    assert {move for _, move in moves["after"]} == {1} and {row for row, _ in moves["after"]} == set(range(24))
 
 
 def test_native_envs_with_box_actions_equal_pufferlibs():

@@ -25,9 +25,10 @@ Every kind of PufferLib env runs on ``Multiprocessing`` and ``Ray``: envs made b
 ``pufferlib.emulation.GymnasiumPufferEnv``; ``PettingZooPufferEnv`` (its agents as PufferLib's rows: an absent
 agent's row zeros, terminal and masked out; the env reset by the ``send`` after all its agents are done); and native
 ``PufferEnv``s (their rows as their ``step`` wrote them, teacher actions included; they reset their own agents, so
-shoal resets them only at ``async_reset``). An env whose spaces or agent count differ from env 0's is refused, as
-PufferLib refuses it. ``backend=Serial`` and ``backend=PufferEnv`` (PufferLib's default: an env that vectorizes
-itself) return what PufferLib makes: in one process shoal has nothing faster.
+shoal resets them only at ``async_reset``; ``notify()`` reaches each env's own before its next step or reset). An
+env whose spaces or agent count differ from env 0's is refused, as PufferLib refuses it. ``backend=Serial`` and
+``backend=PufferEnv`` (PufferLib's default: an env that vectorizes itself) return what PufferLib makes: in one
+process shoal has nothing faster.
 """
 
 from __future__ import annotations
@@ -237,6 +238,9 @@ class _Hosted(gymnasium.Env):
     def render(self) -> Any:
         return self.puffer.render()
 
+    def notify(self) -> None:
+        self.puffer.notify()
+
     def close(self) -> None:
         self.puffer.close()
 
@@ -433,6 +437,7 @@ class PufferVecEnv:
             self.close()
             raise
         self._in_flight: list[str | None] = [None] * blocks  # each block's reset or step, sent and not yet received
+        self._notify = [False] * blocks  # each block's notify(), not yet delivered
         self._turn = 0
 
     @property
@@ -464,6 +469,7 @@ class PufferVecEnv:
                 envs.recv()
             elif self._in_flight[b] == "reset":
                 envs.reset_wait()
+            self._deliver_notify(b)
         size = self._envs[0].num_envs
         seeds = _reset_seeds(self.backend, seed, size * len(self._envs), self.envs_per_worker)
         for b, envs in enumerate(self._envs):
@@ -490,6 +496,7 @@ class PufferVecEnv:
                 f"actions: expected one action per row of the batch ({self.agents_per_batch} of "
                 f"{self.single_action_space}: {self.action_space.shape} in all), got an array of shape {actions.shape}"
             )
+        self._deliver_notify(b)
         self._envs[b].send(actions.reshape(shape))
         self._in_flight[b] = "step"
         self._turn = (b + 1) % len(self._envs)
@@ -529,6 +536,16 @@ class PufferVecEnv:
         self._flag = _SEND
         head = (obs, rewards, terminals, truncations) + (() if teacher is None else (teacher,))
         return head + (infos, env_ids, masks)
+
+    def notify(self) -> None:
+        """PufferLib's: every env's own ``notify()`` (a native env's hook), called in its worker before its next
+        step or reset (by the ``send`` of its block, or ``async_reset``)."""
+        self._notify = [True] * len(self._envs)
+
+    def _deliver_notify(self, b: int) -> None:
+        if self._notify[b]:
+            self._notify[b] = False
+            self._envs[b].call("notify")
 
     def close(self) -> None:
         for envs in self._envs:

@@ -336,12 +336,20 @@ class _Native(_Agents):
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict]:
         _, infos = self.puffer.reset(seed=seed)
-        return self._rows, {_LOGS: infos} if infos else {}
+        return self._rows, _logged(infos)
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict]:
         self._action[:] = action
         _, _, _, _, infos = self.puffer.step(self._action)
-        return self._rows, 0.0, False, False, {_LOGS: infos} if infos else {}
+        return self._rows, 0.0, False, False, _logged(infos)
+
+
+def _logged(infos: Any) -> dict[str, Any]:
+    """A native env's infos as the info of its host: a list of dicts (one dict, as PufferLib's backends take it,
+    is a list of one) under :data:`_LOGS`; nothing where it returned none."""
+    if not infos:
+        return {}
+    return {_LOGS: infos if isinstance(infos, list) else [infos]}
 
 
 _LOGS = "pufferlib infos"
@@ -404,7 +412,8 @@ class PufferVecEnv:
         self.backend = backend
         self.single_observation_space = driver_env.single_observation_space
         self.single_action_space = driver_env.single_action_space
-        transport = getattr(driver_env, "single_transport_action_space", self.single_action_space)
+        self.transport_single_action_space = transport = getattr(
+            driver_env, "single_transport_action_space", self.single_action_space)
         self.action_space = pufferlib.spaces.joint_space(transport, batch_size * k)
         self.observation_space = pufferlib.spaces.joint_space(self.single_observation_space, batch_size * k)
         self.agent_ids = np.arange(n * k)

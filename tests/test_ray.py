@@ -131,8 +131,9 @@ def test_a_node_on_this_machine_is_read_from_its_memory_or_the_wire_alike(worker
     assert mapping is None or mapping.closed  # close() unmapped the node's memory
     with make(backend="serial") as ref, make(backend="ray", num_workers=workers, batch_size=2) as envs:
         assert [n.shared is not None for n in envs._transport._nodes] == [mapped]
-        got = own_trajectories(envs, act, 4, 40)
+        got = own_trajectories(envs, act, 4, 40, each_at_least=10)
         ref.reset(seed=4)
+        assert min(map(len, got.values())) >= 10
         for t in range(min(map(len, got.values()))):
             expected = ref.step(np.array([act(i, t) for i in range(4)]))
             for i in range(4):
@@ -557,7 +558,7 @@ def test_a_simulated_two_node_cluster_spreads_work_and_names_a_lost_nodes_envs()
         print("sync equal on both nodes")
 
         with shoal.make("CartPole-v1", 4, backend="ray", batch_size=2) as envs:  # first 2 of 4, across nodes
-            got = own_trajectories(envs, act, 5, 100)
+            got = own_trajectories(envs, act, 5, 100, each_at_least=10)
             for i in range(4):
                 k = min(len(got[i]), 80)
                 mine = [(o.tolist(), r, te) for o, r, te, *_ in got[i][:k]]

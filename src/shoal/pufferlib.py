@@ -19,7 +19,9 @@ stepped: shoal's workers and shared memory, several envs per worker, shoal's def
 
 ``batch_size < num_envs``: ``num_envs / batch_size`` blocks of consecutive envs, each its own shoal vector env with
 its share of the workers, returned in turn (PufferLib's order with ``sync_traj=True``, its default) while the others
-step; with ``sync_traj=False, zero_copy=False``, the first ``batch_size`` envs to finish, whichever they are.
+step; with ``sync_traj=False, zero_copy=False``, the first ``batch_size`` envs to finish, whichever they are. (With
+``sync_traj=False`` and ``zero_copy=True`` the blocks come in turn too, where PufferLib returns whichever finishes
+first: the same batches of each block, in an order PufferLib may also give.)
 
 Every kind of PufferLib env runs on ``Multiprocessing`` and ``Ray``: envs made by
 ``pufferlib.emulation.GymnasiumPufferEnv``; ``PettingZooPufferEnv`` (its agents as PufferLib's rows: an absent

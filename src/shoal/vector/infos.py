@@ -8,7 +8,7 @@ time.)
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, NamedTuple, Union
+from typing import Any, Callable, Iterable, NamedTuple, Union, cast
 
 import numpy as np
 
@@ -112,6 +112,10 @@ def merge_infos(
 ) -> dict[str, Any]:
     """Vector infos from info entries, applied in order (an env may appear more than once); ``row_of``: each
     env's row (None: rows are env ids); ``records``: reads final observations sent as records one by one."""
+    entries = entries if isinstance(entries, list) else list(entries)
+    columns = _by_key(entries, size, row_of)
+    if columns is not None:
+        return columns
     infos: dict[str, Any] = {}
     for entry in entries:
         if isinstance(entry, Finals):
@@ -122,4 +126,40 @@ def merge_infos(
         else:
             env_id, info = entry
             add_info(infos, info, env_id if row_of is None else row_of[env_id], size)
+    return infos
+
+
+BY_KEY_FROM = 8
+"""The fewest entries :func:`merge_infos` merges a key at a time (MuJoCo's infos, four numpy floats an env: 4 envs'
+took 6.5 us env by env and 7.7 a key at a time, 8 envs' 10.7 and 9.0, 16 envs' 19 and 11, 64 envs' 70 and 26)."""
+
+
+def _by_key(entries: list[Entry], size: int, row_of: dict[int, int] | None) -> dict[str, Any] | None:
+    """What :func:`merge_infos` gives, built a key at a time, where that is the same as env by env: one entry per
+    env, at least :data:`BY_KEY_FROM`, every info with the same keys, each key's values of one numeric scalar type
+    (the type :func:`add_info` makes its array of). None otherwise."""
+    if len(entries) < BY_KEY_FROM or any(type(entry) is not tuple for entry in entries):  # (not a Finals either)
+        return None
+    plain = cast("list[tuple[int, dict[str, Any]]]", entries)
+    first = plain[0][1]
+    keys = first.keys()
+    if not keys or "final_obs" in keys or any(info.keys() != keys for _, info in plain):
+        return None
+    envs = [env for env, _ in plain]
+    if len(set(envs)) != len(envs):
+        return None
+    rows = np.array(envs if row_of is None else [row_of[env] for env in envs], dtype=np.intp)
+    infos: dict[str, Any] = {}
+    for key, value in first.items():
+        kind = type(value)
+        if not (kind in (int, float, bool) or issubclass(kind, np.number)):
+            return None
+        values = [info[key] for _, info in plain]
+        if any(type(v) is not kind for v in values):
+            return None
+        array = np.zeros(size, dtype=kind)
+        array[rows] = values
+        mask = np.zeros(size, dtype=np.bool_)
+        mask[rows] = True
+        infos[key], infos[f"_{key}"] = array, mask
     return infos

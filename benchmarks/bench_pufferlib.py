@@ -36,7 +36,7 @@ from shoal.vector.cpus import usable_cores  # noqa: E402
 
 
 class Swarm(pufferlib.PufferEnv):
-    """A native PufferEnv as PufferLib's Ocean envs are written, in numpy: 64 agents on a plane, stepped together,
+    """A native PufferEnv as PufferLib's Ocean envs are written, in numpy: ``agents`` on a plane, stepped together,
     each reset by the env when it strays; observations its position, velocity and the distance to the centre."""
 
     def __init__(self, buf=None, seed=0, agents=64):

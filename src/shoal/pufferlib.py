@@ -528,7 +528,10 @@ class PufferVecEnv:
             else:  # a step's: the infos that hold something
                 obs, rewards, terminals, truncations, parts = envs._recv_parts()
                 rewards = rewards.astype(np.float32)
-                infos = _logs(parts) if self._native else [owned(info) for _, info in parts.entries if info]  # type: ignore[misc]
+                if self._native:
+                    infos = _logs(parts)
+                else:
+                    infos = [owned(info) for _, info in parts.entries if info]  # type: ignore[misc]
         except KeyboardInterrupt:  # the wait stays pending: recv() again, or async_reset() collects it
             raise
         except BaseException:  # an env's error ends the step (async_reset() starts anew)

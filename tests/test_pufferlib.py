@@ -257,18 +257,21 @@ def test_notify_reaches_every_env_with_the_first_envs_to_finish():
     the agents still, so a step that moves an agent one way is a drift)."""
     vecenv = shoal.pufferlib.make(functools.partial(creator, "native"), backend="Multiprocessing", num_envs=8,
                                   num_workers=4, batch_size=4, sync_traj=False, zero_copy=False)
-    last, moves = {}, {"before": set(), "after": set()}
+    last, sent_at, moves = {}, {}, {"before": set(), "after": set()}
     try:
         vecenv.async_reset(0)
-        for t in range(60):
+        for t in range(1000):  # (until every row has moved after the notify: which rows come back is timing's)
             obs, *_, env_ids, _ = vecenv.recv()
             for row, (pos, steps, _) in zip(env_ids.tolist(), obs.tolist()):
-                if row in last and steps == last[row][1] + 1 and not 10 < t < 20:  # a step, no reset between
-                    moves["before" if t <= 10 else "after"].add((row, pos - last[row][0]))
+                if row in last and steps == last[row][1] + 1:  # a step (sent at sent_at), no reset between
+                    moves["after" if sent_at[row] >= 10 else "before"].add((row, pos - last[row][0]))
                 last[row] = pos, steps
             if t == 10:
                 vecenv.notify()
+            sent_at.update(dict.fromkeys(env_ids.tolist(), t))
             vecenv.send(np.ones(12, np.int64))
+            if t > 20 and {row for row, _ in moves["after"]} == set(range(24)):
+                break
     finally:
         vecenv.close()
     assert {move for _, move in moves["before"]} == {0}

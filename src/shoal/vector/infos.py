@@ -68,7 +68,7 @@ def add_info(infos: dict[str, Any], info: dict[str, Any], index: int, size: int)
         else:
             array = infos.get(key)
             if array is None:
-                if type(value) in (int, float, bool) or issubclass(type(value), np.number):
+                if _numeric(type(value)):
                     array = np.zeros(size, dtype=type(value))
                 elif isinstance(value, np.ndarray):
                     array = np.zeros((size, *value.shape), dtype=value.dtype)
@@ -95,6 +95,12 @@ def add_finals(
         add_info(final_info, info, row, size)
     _mark(infos, "final_info", final_info, rows, size)
     return infos
+
+
+def _numeric(kind: type) -> bool:
+    """Whether values of type ``kind`` go into an array of that type (Gymnasium's rule: Python's int, float, bool
+    and numpy's numbers; anything else but arrays and dicts into an object array)."""
+    return kind in (int, float, bool) or issubclass(kind, np.number)
 
 
 def _mark(infos: dict[str, Any], key: str, value: Any, rows: Any, size: int) -> None:
@@ -152,7 +158,7 @@ def _by_key(entries: list[Entry], size: int, row_of: dict[int, int] | None) -> d
     infos: dict[str, Any] = {}
     for key, value in first.items():
         kind = type(value)
-        if not (kind in (int, float, bool) or issubclass(kind, np.number)):
+        if not _numeric(kind):
             return None
         values = [info[key] for _, info in plain]
         if any(type(v) is not kind for v in values):

@@ -208,9 +208,12 @@ class IntFlags(BoolReward):
 
 class SlowEnv(gym.Env):
     """Steps take ``delay`` seconds times (1 + env-specific jitter), so workers finish in varying orders; with
-    ``info``, a step's info holds the env's step count (so answers carry a message)."""
+    ``info``, a step's info holds the env's step count (so answers carry it: through a worker's info table, or with
+    ``info="pickled"`` a string beside it, on the pipe)."""
 
-    def __init__(self, delay: float = 0.002, jitter: int = 0, reset_delay: float = 0.0, info: bool = False) -> None:
+    def __init__(
+        self, delay: float = 0.002, jitter: int = 0, reset_delay: float = 0.0, info: bool | str = False
+    ) -> None:
         self.observation_space = spaces.Box(-1e9, 1e9, (2,), np.float64)
         self.action_space = spaces.Discrete(5)
         self.delay, self.jitter, self.reset_delay, self.t, self.info = delay, jitter, reset_delay, 0, info
@@ -233,7 +236,7 @@ class SlowEnv(gym.Env):
     def step(self, action):
         self.t += 1
         time.sleep(self.delay * (1 + (self.t + self.jitter) % 3))
-        info = {"t": self.t} if self.info else {}
+        info = {} if not self.info else {"t": self.t, "via": "pipe"} if self.info == "pickled" else {"t": self.t}
         return np.array([float(self.t), float(action)]), float(action), self.t % 7 == 0, False, info
 
 
@@ -731,3 +734,39 @@ class Chatter(ParallelEnv):
             infos = self.kept
         flags = {a: False for a in self.agents}
         return obs, {a: 1.0 for a in self.agents}, {a: over for a in self.agents}, flags, infos
+
+
+class NumericInfos(gym.Env):
+    """Each step's info holds numbers of every scalar type that makes a typed array in Gymnasium's vector infos,
+    extremes among them (what a worker sends through its info table). With ``vary``, some steps differ: every fifth
+    step one key's value is a float instead of an int, at steps ``offset`` apart modulo 7 the info is empty, the reset
+    info has keys of its own, and episodes are truncated after ``9 + offset % 4`` steps."""
+
+    def __init__(self, offset: int = 0, vary: bool = True) -> None:
+        self.observation_space = spaces.Box(-1e9, 1e9, (1,), np.float32)
+        self.action_space = spaces.Discrete(2)
+        self.offset, self.vary, self.t = offset, vary, 0
+
+    def info_at(self, t: int) -> dict:
+        k = t + self.offset
+        if self.vary and k % 7 == 3:
+            return {}
+        return {
+            "f64": np.float64(k / 3), "f32": np.float32(-k / 7), "f16": np.float16(k / 11),
+            "float": float("nan") if k % 4 == 1 else -0.0 if k % 4 == 2 else k / 9,
+            "int": (k / 2 if self.vary and t % 5 == 4 else -(2**63) + k), "bool": bool(k % 2),
+            "i8": np.int8(-128 + k % 8), "i16": np.int16(300 * k), "i32": np.int32(-70000 * k),
+            "i64": np.int64(2**63 - 1 - k), "u8": np.uint8(255 - k % 8), "u16": np.uint16(k),
+            "u32": np.uint32(2**31 + k), "u64": np.uint64(2**64 - 1 - k),
+            "inf": np.float32(-np.inf if k % 2 else np.inf),
+        }
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.zeros(1, np.float32), ({"start": np.int64(self.offset)} if self.vary else self.info_at(0))
+
+    def step(self, action):
+        self.t += 1
+        truncated = self.vary and self.t % (9 + self.offset % 4) == 0
+        return np.full(1, self.t, np.float32), 0.5, False, truncated, self.info_at(self.t)

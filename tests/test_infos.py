@@ -55,14 +55,14 @@ def mujoco_like(rng, env):
 def test_numeric_infos_built_a_key_at_a_time_equal_gymnasiums(size):
     rng = np.random.default_rng(size)
     entries = [(env, mujoco_like(rng, env)) for env in range(size)]
-    assert merging._by_key(entries, size, None) is not None  # (this path)
+    assert merging._by_key(entries, [], size, None) is not None  # (this path)
     assert_same(gymnasiums(entries, size), merging.merge_infos(entries, size))
     # an asynchronous batch: some envs, in the order they came, at their rows of the batch
     envs = rng.permutation(3 * size)[:size].tolist()
     row_of = {env: row for row, env in enumerate(envs)}
     missing = size // 2  # (a row without an info; the others' entries in another order than their rows)
     part = [(envs[row], mujoco_like(rng, envs[row])) for row in rng.permutation(size).tolist() if row != missing]
-    assert merging._by_key(part, size, row_of) is not None
+    assert merging._by_key(part, [], size, row_of) is not None
     assert_same(gymnasiums(part, size, row_of), merging.merge_infos(part, size, row_of))
     assert not merging.merge_infos(part, size, row_of)["_x_position"][missing]
 
@@ -87,14 +87,14 @@ def cases():
 @pytest.mark.parametrize("entries", [pytest.param(entries, id=name) for name, entries in cases()])
 def test_other_infos_equal_gymnasiums(entries):
     if entries[0][1] and "final_obs" not in entries[0][1] and len(entries) >= merging.BY_KEY_FROM:
-        assert merging._by_key(entries, 8, None) is None  # (the env-by-env path)
+        assert merging._by_key(entries, [], 8, None) is None  # (the env-by-env path)
     assert_same(gymnasiums(entries, 8), merging.merge_infos(entries, 8))
 
 
 def test_a_step_s_finals_go_env_by_env():
     entries = [(0, {"a": 1.0}), merging.Finals(np.array([1, 2]), [np.zeros(2), np.ones(2)], [{"a": 2.0}, {}])]
     entries += [(env, {"a": float(env)}) for env in range(3, 8)]
-    assert merging._by_key(entries, 8, None) is None
+    assert merging._by_key(entries, [], 8, None) is None
     infos = merging.merge_infos(entries, 8)
     assert infos["_final_obs"].tolist() == [False, True, True, False, False, False, False, False]
     assert infos["a"].tolist()[:5] == [1.0, 0.0, 0.0, 3.0, 4.0] and infos["final_info"]["a"][1] == 2.0

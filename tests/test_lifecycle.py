@@ -372,14 +372,16 @@ def interrupt_everywhere(functions, run, check) -> dict[str, int]:
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("info", [False, True], ids=["no-info", "info"])
+@pytest.mark.parametrize("info", [False, True, "pickled"], ids=["no-info", "info", "pickled-info"])
 @pytest.mark.parametrize("hosting", ["serial", "inline", "workers", pytest.param("ray", marks=pytest.mark.ray)])
 def test_ctrl_c_at_any_bytecode_of_a_steps_send_and_receive_leaves_the_env_current(hosting, info):
     """A real Ctrl-C lands between two bytecodes anywhere; the other tests catch it in the waits. Here it is raised
     before each bytecode of a synchronous step's own code in turn (step, send and its dispatch, recv and its
-    receive, the transport's posting and gathering), and the next steps must return what the envs hold then."""
+    receive, the transport's posting and gathering; a worker's infos read from its info table or off the pipe), and
+    the next steps must return what the envs hold then."""
     from shoal.vector.base import VectorEnv
     from shoal.vector.channel import Channel
+    from shoal.vector.info_table import InfoTable
     from shoal.vector.link import Link
 
     with shoal.make(functools.partial(SlowEnv, 0.0, info=info), 4, **INTERRUPTIBLE[hosting]) as envs:
@@ -391,8 +393,9 @@ def test_ctrl_c_at_any_bytecode_of_a_steps_send_and_receive_leaves_the_env_curre
         if hosting == "ray":  # every step is a message each way: queued, owed and written; peeked, read, skipped
             functions += [transport._send, Channel.queue, Channel.flush, transport._wait, transport._read,
                           Channel.peek, Channel.skip]
-        elif hosting != "serial":
-            functions += [Link.post_steps, transport._read, Link.take_answer, Channel.peek, Channel.skip]
+        elif hosting != "serial":  # (numeric infos come through the table, the others on the pipe)
+            functions += [Link.post_steps, transport._read, Link.take_answer]
+            functions += [InfoTable.read] if info is True else [Channel.peek, Channel.skip]
         k = iter(range(1, 1 << 30))
 
         def check():

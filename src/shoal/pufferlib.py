@@ -44,7 +44,7 @@ import numpy as np
 
 from shoal.errors import ActionError, ConfigError, MissingDependencyError
 from shoal.vector.cpus import usable_cores
-from shoal.vector.infos import InfoParts, owned
+from shoal.vector.infos import InfoParts, each, owned
 
 try:
     import pufferlib
@@ -383,14 +383,14 @@ def _infos(parts: InfoParts, n: int) -> list[dict[str, Any]]:
     """Each env's info of a batch of ``n`` (next-step autoreset: one entry per env that has one), in batch order."""
     rows = None if parts.ids is None else {e: r for r, e in enumerate(parts.ids.tolist())}
     infos: list[dict[str, Any]] = [{} for _ in range(n)]
-    for env, info in parts.entries:  # type: ignore[misc]
+    for env, info in each(parts.entries):  # type: ignore[misc]
         infos[env if rows is None else rows[env]].update(owned(info))
     return infos
 
 
 def _logs(parts: InfoParts) -> list[dict[str, Any]]:
     """A batch's infos from native envs: the dicts each returned, one env after another (:class:`_Native`)."""
-    return [owned(log) for _, info in parts.entries for log in info.get(_LOGS, ())]  # type: ignore[misc]
+    return [owned(log) for _, info in each(parts.entries) for log in info.get(_LOGS, ())]  # type: ignore[misc]
 
 
 class PufferVecEnv:
@@ -531,7 +531,7 @@ class PufferVecEnv:
                 if self._native:
                     infos = _logs(parts)
                 else:
-                    infos = [owned(info) for _, info in parts.entries if info]  # type: ignore[misc]
+                    infos = [owned(info) for _, info in each(parts.entries) if info]  # type: ignore[misc]
         except KeyboardInterrupt:  # the wait stays pending: recv() again, or async_reset() collects it
             raise
         except BaseException:  # an env's error ends the step (async_reset() starts anew)

@@ -34,7 +34,7 @@ from gymnasium.vector.utils import concatenate, create_empty_array
 
 from shoal.errors import ActionError, ConfigError, MissingDependencyError
 from shoal.spaces import FIXED_LEAVES
-from shoal.vector.infos import Finals, InfoParts, owned
+from shoal.vector.infos import Finals, InfoParts, each, owned
 
 try:
     from stable_baselines3.common.vec_env import VecEnv as _SB3VecEnv
@@ -228,7 +228,7 @@ def per_env(
     info may be the very dict it keeps."""
     infos: list[dict[str, Any]] = [{} for _ in range(n)]
     finals: dict[int, tuple[Any, dict[str, Any]]] = {}
-    for entry in parts.entries:
+    for entry in each(parts.entries):
         if isinstance(entry, Finals):
             obs = entry.obs
             assert obs is not None, "final observations left in the buffers"

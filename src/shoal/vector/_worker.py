@@ -5,7 +5,9 @@ actions are already in shared memory), a pickled :class:`~shoal.vector.engine.Co
 per command, in the order they came: nothing (the results are in shared memory) or a pickled ``(ok, value)`` pair
 carrying infos, call results or an error. So a step whose infos are empty makes no system call and no pickle.
 In same-step autoreset mode, the final observations of the envs whose episode ended wait in shared memory too
-(:func:`park_finals`), and a step whose only info is which envs ended is answered with the code :data:`FINALS`.
+(:func:`park_finals`), and a step whose only info is which envs ended is answered with the code :data:`FINALS`. A
+step whose every env returned the same numeric infos is answered with the code :data:`TABLE`, the infos in shared
+memory too (:mod:`shoal.vector.info_table`).
 Before any of that the worker says :data:`READY` (or why not) on its pipe.
 """
 
@@ -27,6 +29,7 @@ from shoal.vector.buffers import Buffers, BufferSpec
 from shoal.vector._counters import Counters
 from shoal.vector.channel import Channel
 from shoal.vector.engine import LooseObs, run_of
+from shoal.vector.info_table import InfoTable
 from shoal.vector.infos import Entry, Finals
 from shoal.vector.heap import retain_freed_memory
 from shoal.vector.link import Link, Spin
@@ -37,6 +40,9 @@ OK = b""
 FINALS = 1
 """An answer's code (nothing on the pipe): the group's answer is one :class:`Finals` without infos, of the envs
 flagged in the buffers' ``ended``, their final observations in ``final_obs`` (:func:`parked_finals` rebuilds it)."""
+TABLE = 2
+"""An answer's code (nothing on the pipe): the group's answer is its envs' infos, in the buffers' info table
+(:mod:`shoal.vector.info_table`)."""
 _ORPHAN_POLL_S = 1.0  # how often a sleeping worker checks that its parent is still alive
 log = logging.getLogger(__name__)
 host_index: int | None = None
@@ -251,6 +257,8 @@ def run(
     group_ids = [np.arange(g.start, g.stop) for g in groups]
     spin, no_spin = Spin(signals.spin_s), Spin(0.0)
     parking = buffers.final_obs is not None
+    words, schemas = buffers.info_words, buffers.info_schemas
+    table = None if words is None or schemas is None else InfoTable(words, schemas)
     try:
         while True:
             # Spin briefly (spin_s is 0 when processes outnumber cores; the budget adapts: link.Spin), then sleep,
@@ -266,10 +274,13 @@ def run(
             try:
                 code = 0
                 if isinstance(command, int):
-                    value = engine.run_step(group_ids[command])
+                    group = group_ids[command]
+                    value = engine.run_step(group)
                     if parking:
-                        value, code = park_finals(value, buffers, group_ids[command])
-                    answer = reply(value, group_ids[command])
+                        value, code = park_finals(value, buffers, group)
+                    if table is not None and not code and type(value) is list and value and table.put(value, group):
+                        value, code = None, TABLE
+                    answer = reply(value, group)
                 else:
                     command = pickle.loads(command)
                     value = engine.execute(command)

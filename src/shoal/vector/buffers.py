@@ -13,7 +13,8 @@ observations reach a tensor with no copy beyond the one into this buffer, and a 
 
 With ``finals`` (same-step autoreset with worker processes), ``final_obs`` holds the final observations of the envs
 whose episode ended in their last step, and ``ended`` which envs those are: a worker leaves them there instead of
-pickling them (:func:`shoal.vector._worker.park_finals`).
+pickling them (:func:`shoal.vector._worker.park_finals`). With ``info_table`` (worker processes hosting Gymnasium
+envs), ``info_words`` and ``info_schemas`` carry a step's numeric infos (:mod:`shoal.vector.info_table`).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from shoal.spaces import Layout
+from shoal.vector.info_table import SCHEMA_BYTES, SLOTS
 
 OBS_SLOTS = 3
 """Observation slots in every vector env's buffers: the numpy path's, and two to hand out as tensors."""
@@ -45,6 +47,8 @@ class BufferSpec:
     extras: dict[str, tuple[np.dtype, tuple[int, ...]]] = field(default_factory=dict)
     finals: bool = False
     """Lay out ``final_obs`` and ``ended`` too (see the module docstring)."""
+    info_table: bool = False
+    """Lay out ``info_words`` and ``info_schemas`` too (see the module docstring)."""
 
     def _arrays(self) -> list[tuple[str, Any]]:
         fixed: list[tuple[str, Any]] = [
@@ -61,6 +65,9 @@ class BufferSpec:
         ]
         if self.finals:
             fixed += [("final_obs", self.obs), ("ended", (np.dtype(np.bool_), ()))]
+        if self.info_table:
+            fixed += [("info_words", (np.dtype(np.uint64), (SLOTS,))),
+                      ("info_schemas", (np.dtype(np.uint8), (SCHEMA_BYTES,)))]
         return fixed + [(name, (np.dtype(dt), tuple(shape))) for name, (dt, shape) in self.extras.items()]
 
     @property
@@ -117,6 +124,8 @@ class Buffers:
     extras: dict[str, np.ndarray]
     final_obs: np.ndarray | None = None  # one record per env, with ``spec.finals``
     ended: np.ndarray | None = None  # one flag per env, with ``spec.finals``
+    info_words: np.ndarray | None = None  # SLOTS words per env, with ``spec.info_table``
+    info_schemas: np.ndarray | None = None  # SCHEMA_BYTES per env, with ``spec.info_table``
 
     def slot(self, k: int) -> np.ndarray:
         """Observation slot ``k``: ``num_envs`` rows."""

@@ -6,7 +6,7 @@ import copy
 import sys
 from dataclasses import dataclass
 from itertools import repeat
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, ClassVar, Sequence
 
 import numpy as np
 from gymnasium import Env, spaces
@@ -79,6 +79,10 @@ class GymEngineFactory:
     """``"same"`` (spaces equal env 0's), ``"different"`` or ``"custom"`` (equal in dtype and shape)."""
     caller: str = "shoal.make"
     """What the user called (errors about the sub-envs name it)."""
+
+    infos_per_env: ClassVar[bool] = True
+    """Its envs return an info dict each a step: worker processes carry the numeric ones in an info table
+    (:mod:`shoal.vector.info_table`)."""
 
     def __call__(self, env_ids: range, buffers: Buffers, autoreset_mode: AutoresetMode) -> GymEngine:
         return GymEngine(self, env_ids, buffers, autoreset_mode)

@@ -1,4 +1,5 @@
-"""Merging per-env info dicts into Gymnasium's vector form: a dict of arrays, each key with a ``_key`` mask.
+"""Merging per-env info dicts into Gymnasium's vector form: a dict of arrays, each key with a ``_key`` mask. Numeric
+infos from a worker may come as :class:`Columns` instead of dicts (:mod:`shoal.vector.info_table`).
 
 The rules are Gymnasium's ``VectorEnv._add_info`` (so results compare equal to ``SyncVectorEnv``'s), with the batch
 size passed explicitly: in an asynchronous batch the arrays have ``batch_size`` rows, not ``num_envs``. (An object
@@ -8,7 +9,7 @@ time.)
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, NamedTuple, Union, cast
+from typing import Any, Callable, Iterable, Iterator, NamedTuple, Union, cast
 
 import numpy as np
 
@@ -28,16 +29,68 @@ class Finals(NamedTuple):
     """The infos of the steps that ended them, one per env; empty when none has any."""
 
 
+WIDE: dict[type, np.dtype] = {
+    **{kind: np.dtype(np.float64) for kind in (float, np.float64, np.float32, np.float16)},
+    **{kind: np.dtype(np.int64) for kind in (int, bool, np.int64, np.int32, np.int16, np.int8)},
+    **{kind: np.dtype(np.uint64) for kind in (np.uint64, np.uint32, np.uint16, np.uint8)},
+}
+"""The scalar types whose values :class:`Columns` carry, and the 8-byte type each is carried as (exactly: every value
+of the type is one of the wider type's, and converts back unchanged). Each makes a typed array in Gymnasium's
+vector form (:func:`add_info`); complex, long double and numpy's bool do not come this way."""
+
+
+class Columns(NamedTuple):
+    """The infos of envs ``ids`` (one each, in order) that all have the keys ``keys``, key ``j``'s values all of the
+    scalar type ``kinds[j]`` (one of :data:`WIDE`'s), as one array: how a worker's answer carries them through
+    shared memory instead of pickled dicts (:mod:`shoal.vector.info_table`)."""
+
+    ids: np.ndarray
+    """The envs: consecutive env ids, in order (a group's)."""
+    keys: tuple[Any, ...]
+    kinds: tuple[type, ...]
+    words: np.ndarray
+    """``(len(ids), len(keys))`` 8-byte words: column ``j`` holds key ``j``'s values as ``WIDE[kinds[j]]``."""
+
+    def column(self, j: int) -> np.ndarray:
+        """Key ``j``'s values, one per env, in their 8-byte type."""
+        return self.words[:, j].view(WIDE[self.kinds[j]])
+
+    def entries(self) -> list[tuple[int, dict[str, Any]]]:
+        """The ``(env_id, info)`` entries these columns were made of: the same keys, in order, and the same values
+        of the same types."""
+        columns = [self._values(j) for j in range(len(self.keys))]
+        return [(env, dict(zip(self.keys, values))) for env, values in zip(self.ids.tolist(), zip(*columns))]
+
+    def _values(self, j: int) -> list[Any]:
+        kind, column = self.kinds[j], self.column(j)
+        if kind is bool:
+            return [value != 0 for value in column.tolist()]
+        if kind is int or kind is float:
+            return column.tolist()  # type: ignore[no-any-return]
+        return list(column.astype(kind))  # numpy's scalars of that type
+
+
 Entry = Union[tuple[int, dict[str, Any]], Finals]
 """An info entry: one env's info, or the :class:`Finals` of several."""
+Received = Union[Entry, Columns]
+"""An info entry as the calling process may receive it: an :data:`Entry`, or the :class:`Columns` of several envs."""
+
+
+def each(entries: Iterable[Received]) -> Iterator[Entry]:
+    """``entries`` with each :class:`Columns` given as the ``(env_id, info)`` entries it holds."""
+    for entry in entries:
+        if type(entry) is Columns:
+            yield from entry.entries()
+        else:
+            yield entry  # type: ignore[misc]
 
 
 class InfoParts(NamedTuple):
     """A batch's infos as they came, before :func:`merge_infos` puts them in Gymnasium's vector form: for an adapter
     that hands them out per env (SB3's ``infos[i]``), which would otherwise take that form apart again."""
 
-    entries: list[Entry]
-    """The envs' info entries, in order."""
+    entries: list[Received]
+    """The envs' info entries, in order (:func:`each` gives them as :data:`Entry` s)."""
     ids: np.ndarray | None
     """The batch's envs (None: all, in order; the entries' env ids are then their rows)."""
     arrays: dict[str, np.ndarray]
@@ -113,17 +166,19 @@ def _mark(infos: dict[str, Any], key: str, value: Any, rows: Any, size: int) -> 
 
 
 def merge_infos(
-    entries: Iterable[Entry], size: int, row_of: dict[int, int] | None = None,
+    entries: Iterable[Received], size: int, row_of: dict[int, int] | None = None,
     records: Callable[[np.ndarray], Iterable[Any]] = iter,
 ) -> dict[str, Any]:
     """Vector infos from info entries, applied in order (an env may appear more than once); ``row_of``: each
     env's row (None: rows are env ids); ``records``: reads final observations sent as records one by one."""
     entries = entries if isinstance(entries, list) else list(entries)
-    columns = _by_key(entries, size, row_of)
-    if columns is not None:
-        return columns
+    columns = [entry for entry in entries if type(entry) is Columns]
+    merged = _by_key(entries, columns, size, row_of)
+    if merged is not None:
+        return merged
+    plain = list(each(entries)) if columns else cast("list[Entry]", entries)
     infos: dict[str, Any] = {}
-    for entry in entries:
+    for entry in plain:
         if isinstance(entry, Finals):
             ids = entry.ids if row_of is None else np.array([row_of[e] for e in entry.ids.tolist()], dtype=np.intp)
             obs = entry.obs
@@ -140,32 +195,57 @@ BY_KEY_FROM = 8
 took 6.5 us env by env and 7.7 a key at a time, 8 envs' 10.7 and 9.0, 16 envs' 19 and 11, 64 envs' 70 and 26)."""
 
 
-def _by_key(entries: list[Entry], size: int, row_of: dict[int, int] | None) -> dict[str, Any] | None:
+def _by_key(
+    entries: list[Received], columns: list[Columns], size: int, row_of: dict[int, int] | None
+) -> dict[str, Any] | None:
     """What :func:`merge_infos` gives, built a key at a time, where that is the same as env by env: one entry per
-    env, at least :data:`BY_KEY_FROM`, every info with the same keys, each key's values of one numeric scalar type
-    (the type :func:`add_info` makes its array of). None otherwise."""
-    if len(entries) < BY_KEY_FROM or any(type(entry) is not tuple for entry in entries):  # (not a Finals either)
+    env or ``columns`` (the :class:`Columns` among them) of several, every info with the keys of the first, each
+    key's values of one numeric scalar type (the type :func:`add_info` makes its array of); at least
+    :data:`BY_KEY_FROM` entries unless some are Columns. None otherwise."""
+    plain: Any = [entry for entry in entries if type(entry) is tuple] if columns else entries  # (env, info) pairs
+    if columns:
+        if len(plain) + len(columns) != len(entries):  # (a Finals)
+            return None
+    elif len(entries) < BY_KEY_FROM or any(type(entry) is not tuple for entry in entries):  # (a Finals)
         return None
-    plain = cast("list[tuple[int, dict[str, Any]]]", entries)
-    first = plain[0][1]
-    keys = first.keys()
-    if not keys or "final_obs" in keys or any(info.keys() != keys for _, info in plain):
+    first = entries[0]
+    names: Any
+    if type(first) is Columns:
+        keys, kinds = first.keys, first.kinds
+        names = set(keys)
+    else:
+        info: dict[str, Any] = first[1]  # type: ignore[index, assignment]  # (a pair; cast() costs a call here)
+        names = info.keys()
+        keys, kinds = tuple(names), tuple(map(type, info.values()))
+        for kind in kinds:
+            if not _numeric(kind):
+                return None
+    if not keys or "final_obs" in names or any(info.keys() != names for _, info in plain):
         return None
     envs = [env for env, _ in plain]
+    for c in columns:
+        if c.keys != keys or c.kinds != kinds:
+            return None
+        envs += c.ids.tolist()
     if len(set(envs)) != len(envs):
         return None
     rows = np.array(envs if row_of is None else [row_of[env] for env in envs], dtype=np.intp)
+    mask = np.zeros(size, dtype=np.bool_)
+    mask[rows] = True
+    plain_rows, at, parts = rows[: len(plain)] if columns else rows, len(plain), []
+    for c in columns:  # each one's rows: a slice when they are its env ids (consecutive, in order: quicker)
+        n = len(c.ids)
+        parts.append((c, slice(int(c.ids[0]), int(c.ids[0]) + n) if row_of is None else rows[at : at + n]))
+        at += n
     infos: dict[str, Any] = {}
-    for key, value in first.items():
-        kind = type(value)
-        if not _numeric(kind):
-            return None
-        values = [info[key] for _, info in plain]
-        if any(type(v) is not kind for v in values):
-            return None
-        array = np.zeros(size, dtype=kind)
-        array[rows] = values
-        mask = np.zeros(size, dtype=np.bool_)
-        mask[rows] = True
-        infos[key], infos[f"_{key}"] = array, mask
+    for j, (key, kind) in enumerate(zip(keys, kinds)):
+        array: np.ndarray = np.zeros(size, dtype=kind)
+        if plain:
+            values = [info[key] for _, info in plain]
+            if any(type(v) is not kind for v in values):
+                return None
+            array[plain_rows] = values
+        for c, where in parts:
+            array[where] = c.column(j)
+        infos[key], infos[f"_{key}"] = array, mask.copy()
     return infos

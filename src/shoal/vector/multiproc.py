@@ -48,6 +48,7 @@ from gymnasium.vector import AutoresetMode
 from shoal.errors import ConfigError, EnvError, WorkerDiedError
 from shoal.vector import _worker
 from shoal.vector.buffers import BufferSpec
+from shoal.vector.info_table import InfoTable
 from shoal.vector._counters import Counters
 from shoal.vector.channel import Channel, Poller
 from shoal.vector.link import (
@@ -145,9 +146,13 @@ class MultiprocessingTransport(Transport):
             )
         ctx: Any = mp.get_context(context)  # (typeshed's BaseContext lacks Process)
         # same-step final observations wait in shared memory (_worker.park_finals), unless they have loose leaves
-        spec = replace(spec, finals=autoreset_mode is AutoresetMode.SAME_STEP and not spec.obs.loose)
+        # and numeric infos of Gymnasium envs in an info table (shoal.vector.info_table)
+        spec = replace(spec, finals=autoreset_mode is AutoresetMode.SAME_STEP and not spec.obs.loose,
+                       info_table=getattr(factory, "infos_per_env", False))
         self.memory = ctx.RawArray("b", max(spec.nbytes, 1))  # (a Ray node lets a vector env on its machine map it)
         self.buffers = spec.view(self.memory)
+        words, schemas = self.buffers.info_words, self.buffers.info_schemas
+        self._table = None if words is None or schemas is None else InfoTable(words, schemas)
         ring = max(len(members) for members in self.hosts)
         count = counters_needed(len(self.hosts), ring)
         self._counter_memory = ctx.RawArray("b", Counters.nbytes(count))
@@ -391,8 +396,14 @@ class MultiprocessingTransport(Transport):
             self._fail(host, self._died(host))
             return
         group = queue.popleft()
+        answer: tuple[bool, Any]
         if isinstance(taken, int):  # an answer without a message
-            answer = (True, _worker.finals_of(self.buffers, self.group_ids[group]) if taken == _worker.FINALS else None)
+            if taken == _worker.FINALS:
+                answer = (True, _worker.finals_of(self.buffers, self.group_ids[group]))
+            elif taken == _worker.TABLE:
+                answer = (True, [self._table.read(self.group_ids[group])])  # type: ignore[union-attr]
+            else:
+                answer = (True, None)
         else:
             answer = _worker.decode(taken)
             if answer[0] and self.buffers.final_obs is not None:

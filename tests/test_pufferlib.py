@@ -3,8 +3,10 @@ backend (its Serial, Multiprocessing with one or several blocks, and Ray), and i
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
+import signal
 import time
 from pathlib import Path
 
@@ -114,6 +116,45 @@ class Walkers(pufferlib.PufferEnv):
         pass
 
 
+class _Hung(Exception):
+    pass
+
+
+@contextlib.contextmanager
+def _deadline(seconds: float):
+    """Raise :class:`_Hung` in this (the main) thread after ``seconds``; pytest-timeout's own alarm, if set, goes on
+    afterwards with the time it had left."""
+
+    def hung(signum, frame):
+        raise _Hung
+
+    previous = signal.signal(signal.SIGALRM, hung)
+    outer, _ = signal.setitimer(signal.ITIMER_REAL, seconds)
+    start = time.monotonic()
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        if outer:
+            signal.setitimer(signal.ITIMER_REAL, max(outer - (time.monotonic() - start), 0.001))
+
+
+def pufferlibs(run, *args, **kwargs):
+    """``run(pufferlib.vector.make, ...)``: the reference, PufferLib's own vector env, given a second chance. Its
+    Multiprocessing hung once in a CI run (2026-11-29: the calling process in ``recv``, reading the infos of a worker
+    that never sent them, within three batches of its first ``async_reset``); 80 runs of the same test here did not
+    repeat it. A reference not done in 30 s (each takes under 2) is cut short, its vector env closed, and run once
+    more."""
+    for attempt in (1, 2):
+        try:
+            with _deadline(30.0):
+                return run(pufferlib.vector.make, *args, **kwargs)
+        except _Hung:
+            if attempt == 2:
+                raise AssertionError("PufferLib's own vector env hung twice (30 s each)") from None
+
+
 def creator(name: str, buf=None, seed=0):
     """A creator as PufferLib's docs write them: the env in PufferLib's emulation, or a native env."""
     if name in ("native", "native_box"):
@@ -189,7 +230,7 @@ CONFIGS = [
 @pytest.mark.parametrize("config", CONFIGS)
 def test_batches_equal_pufferlibs(config):
     kwargs = dict(config, overwork=True)  # (PufferLib refuses more workers than physical cores without it)
-    theirs = rollout(pufferlib.vector.make, "spaces", 120, **kwargs)
+    theirs = pufferlibs(rollout, "spaces", 120, **kwargs)
     assert_same(theirs, rollout(shoal.pufferlib.make, "spaces", 120, **kwargs))
     # async_reset after steps, with steps of other blocks in flight (PufferLib's own hangs there: it reads the infos
     # of a batch it returned once more)
@@ -201,7 +242,7 @@ def test_batches_equal_pufferlibs(config):
 def test_gymnasium_envs_equal_pufferlibs(name, config):
     kwargs = dict(config, overwork=True)
     steps = 420  # (2 blocks: 210 steps of each env, past Pendulum's 200)
-    theirs = rollout(pufferlib.vector.make, name, steps, **kwargs)
+    theirs = pufferlibs(rollout, name, steps, **kwargs)
     assert_same(theirs, rollout(shoal.pufferlib.make, name, steps, **kwargs))
 
 
@@ -210,7 +251,7 @@ def test_gymnasium_envs_equal_pufferlibs(name, config):
 def test_pettingzoo_envs_equal_pufferlibs(name, config):
     """Agents as PufferLib's rows: an absent agent's row zeros, terminal and masked out; every agent's infos."""
     kwargs = dict(config, overwork=True)
-    theirs = rollout(pufferlib.vector.make, name, 120, **kwargs)
+    theirs = pufferlibs(rollout, name, 120, **kwargs)
     if name == "join_leave":  # masked rows were compared
         assert any(not batch[-1].all() for batch in theirs)
     if name == "late_joiner":  # padding rows (zeros, outside the agents' space) were compared
@@ -224,7 +265,7 @@ def test_native_envs_equal_pufferlibs(config):
     """Native PufferEnvs: their rows, masks, teacher actions and info lists as they wrote them; never reset by the
     vector env, but at async_reset."""
     kwargs = dict(config, overwork=True)
-    theirs = rollout(pufferlib.vector.make, "native", 60, **kwargs)
+    theirs = pufferlibs(rollout, "native", 60, **kwargs)
     assert any(not batch[-1].all() for batch in theirs) and any(batch[5] for batch in theirs)  # masks, infos
     assert len({batch[4].tobytes() for batch in theirs}) > 1  # teacher actions the env wrote
     assert_same(theirs, rollout(shoal.pufferlib.make, "native", 60, **kwargs))
@@ -234,10 +275,10 @@ def test_native_envs_equal_pufferlibs(config):
 @pytest.mark.parametrize("config", [CONFIGS[0], CONFIGS[1]])
 def test_notify_reaches_each_env_before_its_next_step_as_on_pufferlib(config):
     kwargs = dict(config, overwork=True)
-    theirs = rollout(pufferlib.vector.make, "native", 40, notify_at=15, **kwargs)
+    theirs = pufferlibs(rollout, "native", 40, notify_at=15, **kwargs)
     assert_same(theirs, rollout(shoal.pufferlib.make, "native", 40, notify_at=15, **kwargs))
     # before a reset: delivered before it (the env starts its agents where notify() put them)
-    first = rollout(pufferlib.vector.make, "native", 5, warmup=3, notify_at=0, **kwargs)
+    first = pufferlibs(rollout, "native", 5, warmup=3, notify_at=0, **kwargs)
     assert_same(first, rollout(shoal.pufferlib.make, "native", 5, warmup=3, notify_at=0, **kwargs))
     assert_same(theirs[:15], rollout(shoal.pufferlib.make, "native", 15, **kwargs))  # (the same until then)
     with pytest.raises(AssertionError, match="batch 1[5-7], output 0"):  # and it changed the envs' steps
@@ -280,7 +321,7 @@ def test_notify_reaches_every_env_with_the_first_envs_to_finish():
 
 def test_native_envs_with_box_actions_equal_pufferlibs():
     kwargs = dict(backend="Multiprocessing", num_workers=4, batch_size=4, overwork=True)
-    theirs = rollout(pufferlib.vector.make, "native_box", 60, **kwargs)
+    theirs = pufferlibs(rollout, "native_box", 60, **kwargs)
     assert theirs[1][4].dtype == np.float32 and theirs[1][4].shape == (12, 2)  # teacher actions: Box rows
     assert_same(theirs, rollout(shoal.pufferlib.make, "native_box", 60, **kwargs))
 
@@ -452,7 +493,7 @@ def per_env_rollout(make, name, each, **kwargs):
 def test_first_envs_to_finish_step_each_env_as_pufferlib(name):
     kwargs = dict(backend="Multiprocessing", num_workers=4, batch_size=4, sync_traj=False, zero_copy=False,
                   overwork=True)
-    theirs = per_env_rollout(pufferlib.vector.make, name, 40, **kwargs)
+    theirs = pufferlibs(per_env_rollout, name, 40, **kwargs)
     ours = per_env_rollout(shoal.pufferlib.make, name, 40, **kwargs)
     for r in theirs:
         assert min(len(theirs[r]), len(ours[r])) >= 40, f"row {r}: {len(theirs[r])} and {len(ours[r])} batches"

@@ -4,6 +4,7 @@ Gymnasium's, in a vector env and against ``VectorEnv._add_info`` itself."""
 
 from __future__ import annotations
 
+import collections
 import functools
 
 import gymnasium as gym
@@ -70,12 +71,16 @@ def refused():
     yield "final_obs", [(env, {"final_obs": 1.0}) for env in range(4)]
     yield "empty infos", [(env, {}) for env in range(4)]
     yield "an int beyond int64", [(env, {"a": 2**63 + env}) for env in range(4)]
+    yield "an int below int64 beside numpy's", [(env, {"a": -(2**63) - env, "b": np.int8(env)}) for env in range(4)]
     yield "more keys than slots", [(env, {f"k{j}": 1.0 for j in range(SLOTS + 1)}) for env in range(4)]
     yield "a schema over its room", [(env, {"k" * (SCHEMA_BYTES // 2) + str(j): 1.0 for j in range(2)})
                                      for env in range(4)]
     yield "entries out of order", [base[1], base[0], base[2], base[3]]
     yield "an env twice", [base[0], base[0], base[2], base[3]]
     yield "a Finals entry", base[:3] + [Finals(np.array([3]), [np.zeros(1)], [])]
+    yield "an info that is not a dict", base[:3] + [(3, list(base[3][1]))]
+    yield "an info that is a dict's subclass", base[:3] + [(3, collections.OrderedDict(base[3][1]))]
+    yield "only infos that are not dicts", [(env, ["a", "b"]) for env in range(4)]
 
 
 @pytest.mark.parametrize("entries", [pytest.param(entries, id=name) for name, entries in refused()])

@@ -55,7 +55,7 @@ class InfoTable:
         if len(entries) != n:
             return False
         first = entries[0][1] if type(entries[0]) is tuple else None
-        if not first or len(first) > SLOTS or "final_obs" in first:
+        if type(first) is not dict or not first or len(first) > SLOTS or "final_obs" in first:
             return False
         keys = tuple(first)
         kinds = tuple(map(type, first.values()))
@@ -66,9 +66,12 @@ class InfoTable:
             spans = self._spans[kinds] = _spans(kinds)
         rows = []
         for i, entry in enumerate(entries):  # (the same keys in the same order: a dict in another order goes by pipe)
-            if type(entry) is not tuple or entry[0] != start + i or tuple(entry[1]) != keys:
+            if type(entry) is not tuple or entry[0] != start + i:
                 return False
-            row = tuple(entry[1].values())
+            info = entry[1]
+            if type(info) is not dict or tuple(info) != keys:
+                return False
+            row = tuple(info.values())
             if tuple(map(type, row)) != kinds:
                 return False
             rows.append(row)

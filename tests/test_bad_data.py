@@ -37,8 +37,8 @@ BAD_STEPS = [
 
 
 # Caught on any step (a step's result that is not five values, too); the rest on each env's first. A string reward,
-# which numpy would coerce, is refused where the reward is written
-EVERY_STEP = {"obs_none", "reward_none", "reward_array", "reward_str", "step_four", "step_none"}
+# which numpy would coerce, is refused where the reward is written; an info that is not a dict would fail the merge
+EVERY_STEP = {"obs_none", "reward_none", "reward_array", "reward_str", "step_four", "step_none", "info_list"}
 
 
 def _fns(kind, at):

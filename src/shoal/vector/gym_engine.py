@@ -194,9 +194,10 @@ class GymEngine(Engine):
         # The hot loop: a few Python operations per env beyond env.step itself; an env that ended its episode last
         # step resets in its turn (``ended``; None: none did). What an env returns gets the full checks
         # (shoal.vector.outputs) on its first step (seed 004's "first batch"); on later steps only a None
-        # observation or reward (numpy would store None as NaN or broadcast it) sends the step to them, and a value
-        # numpy refuses is reported with the env named. Testing every observation's type, shape and dtype on every
-        # step cost a cheap env ~4% (CartPole); reset observations are tested that way (_reset).
+        # observation or reward (numpy would store None as NaN or broadcast it), or an info that is not a dict, sends
+        # the step to them, and a value numpy refuses is reported with the env named. Testing every observation's
+        # type, shape and dtype on every step cost a cheap env ~4% (CartPole); reset observations are tested that way
+        # (_reset).
         b = self.buffers
         envs, first = self.envs, self.env_ids.start
         write_obs, (rewards, terms, truncs) = self._write_obs, self._scalars
@@ -222,7 +223,9 @@ class GymEngine(Engine):
                 obs, reward, terminated, truncated, info = result
             except (TypeError, ValueError):
                 raise rejected(env_id, envs[env_id - first], unexpected_result(result, STEP_RESULT), "step") from None
-            if reward is None or obs is None or (unchecked is not None and env_id in unchecked):
+            if reward is None or obs is None or (unchecked is not None and env_id in unchecked) or (
+                not isinstance(info, dict)  # (a later step's info that is not one: the merge would fail unnamed)
+            ):
                 self._check_step(env_id, obs, reward, terminated, truncated, info)
             try:
                 write_obs(row, obs)

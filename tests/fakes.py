@@ -739,8 +739,8 @@ class Chatter(ParallelEnv):
 class NumericInfos(gym.Env):
     """Each step's info holds numbers of every scalar type that makes a typed array in Gymnasium's vector infos,
     extremes among them (what a worker sends through its info table). With ``vary``, some steps differ: every fifth
-    step one key's value is a float instead of an int, at steps ``offset`` apart modulo 7 the info is empty, the reset
-    info has keys of its own, and episodes are truncated after ``9 + offset % 4`` steps."""
+    step one key's value is a float instead of an int, the info is empty where step + ``offset`` is 3 modulo 7, the
+    reset info has keys of its own, and episodes are truncated after ``9 + offset % 4`` steps."""
 
     def __init__(self, offset: int = 0, vary: bool = True) -> None:
         self.observation_space = spaces.Box(-1e9, 1e9, (1,), np.float32)

@@ -1,19 +1,20 @@
 """A step's numeric infos through shared memory: what a worker writes instead of pickling them onto its pipe.
 
 MuJoCo's envs, and many others, return the same few numbers in their info every step. Pickled, a worker's eight
-HalfCheetah infos cost it ~18 us and a pipe write, and the calling process a read and ~5 us to unpickle them: on 2
-cores, HalfCheetah x 16 stepped 14-21% slower than with its infos dropped. Where every env of a stepped group
-returned an info of the same keys, each key's values of one scalar type that :data:`~shoal.vector.infos.WIDE`
-carries, the worker writes the values into the group's rows of ``info_words`` (one 8-byte word per key) and answers
-with the code :data:`~shoal.vector._worker.TABLE`; the calling process reads them back as one
-:class:`~shoal.vector.infos.Columns`, which merges into Gymnasium's vector form a key at a time.
+HalfCheetah infos cost it ~19 us and a pipe write, and the calling process a read and ~5 us to unpickle them (through
+this table: ~5 and ~1 us); on 2 cores, HalfCheetah x 16 stepped 14-21% slower than with its infos dropped. Where
+every env of a stepped group returned a dict of the same keys in the same order, each key's values of one scalar type
+that :data:`~shoal.vector.infos.WIDE` carries, the worker writes the values into the group's rows of ``info_words`` (one
+8-byte word per key) and answers with the code :data:`~shoal.vector._worker.TABLE`; the calling process reads them
+back as one :class:`~shoal.vector.infos.Columns`, which merges into Gymnasium's vector form a key at a time.
 
 Which keys and types a group's words hold (its schema) is written, pickled, into the ``info_schemas`` row of the
 group's first env, with a version the worker bumps each time it changes; the calling process unpickles it again
 only when the version moved. A group's rows are written only while it steps, and read in the calling process as its
 answer is taken, before it is sent another step, so each read sees the values and schema of that answer. Anything
 else goes on the pipe as before: envs without infos or with other keys, strings, arrays, nested dicts, ``final_obs``,
-more than :data:`SLOTS` keys, a schema over :data:`SCHEMA_BYTES`, an int that does not fit int64.
+an info that is not a plain dict, more than :data:`SLOTS` keys, a schema over :data:`SCHEMA_BYTES`, an int that does
+not fit int64.
 """
 
 from __future__ import annotations

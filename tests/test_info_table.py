@@ -95,30 +95,22 @@ def test_answers_that_do_not_fit_are_refused_and_leave_what_is_read_alone(entrie
     assert_entries_equal(after, parent.read(ids).entries())
 
 
-def test_a_group_s_schema_is_read_again_only_when_it_changed():
+def test_a_group_s_schema_is_read_again_only_when_it_changed(monkeypatch):
     worker, parent = tables()
     ids = np.arange(8, 12)
     first = group_infos(8, 4)
     other = [(env, {"b": env, "a": np.float32(env)}) for env in range(8, 12)]
     loads = []
     real_loads = info_table.pickle.loads
-
-    def counting(data):
-        loads.append(data)
-        return real_loads(data)
-
-    info_table.pickle.loads = counting
-    try:
-        for entries, reloaded in ((first, 1), (first, 1), (other, 2), (first, 3), (first, 3)):
-            assert worker.put(entries, ids)
-            assert_entries_equal(entries, parent.read(ids).entries())
-            assert len(loads) == reloaded
-        # another group keeps its own schema
-        assert worker.put(group_infos(0, 4), np.arange(4))
-        assert_entries_equal(group_infos(0, 4), parent.read(np.arange(4)).entries())
-        assert_entries_equal(first, parent.read(ids).entries())
-    finally:
-        info_table.pickle.loads = real_loads
+    monkeypatch.setattr(info_table.pickle, "loads", lambda data: loads.append(data) or real_loads(data))
+    for entries, reloaded in ((first, 1), (first, 1), (other, 2), (first, 3), (first, 3)):
+        assert worker.put(entries, ids)
+        assert_entries_equal(entries, parent.read(ids).entries())
+        assert len(loads) == reloaded
+    # another group keeps its own schema
+    assert worker.put(group_infos(0, 4), np.arange(4))
+    assert_entries_equal(group_infos(0, 4), parent.read(np.arange(4)).entries())
+    assert_entries_equal(first, parent.read(ids).entries())
 
 
 def columns_of(entries):

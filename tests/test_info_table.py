@@ -191,7 +191,8 @@ def test_an_asynchronous_batch_s_numeric_infos_are_its_envs(monkeypatch):
 
 def test_sb3_s_per_env_infos_keep_their_types_through_the_table():
     """SB3's infos are one dict per env: each value of the type the env returned (SB3's own DummyVecEnv's)."""
-    sb3 = pytest.importorskip("shoal.sb3", reason="needs stable-baselines3 (the sb3 extra)")
+    pytest.importorskip("stable_baselines3", reason="Stable-Baselines3 is the sb3 extra: pip install 'shoal[sb3]'")
+    import shoal.sb3 as sb3
     fns = [functools.partial(NumericInfos, offset=i, vary=False) for i in range(4)]
     venv = sb3.VecEnv(shoal.make(fns, num_workers=2, inline=False, autoreset_mode="same_step"))
     try:

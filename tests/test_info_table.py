@@ -61,6 +61,8 @@ def refused():
     yield "an env with another key", base[:3] + [(3, {**base[3][1], "extra": 1.0})]
     yield "an env missing a key", base[:3] + [(3, {k: v for k, v in base[3][1].items() if k != "f32"})]
     yield "a value of another type", base[:3] + [(3, {**base[3][1], "f64": 1.5})]
+    yield "an env's keys in another order", [(env, {"a": env + 0.5, "b": -env - 0.5}) for env in range(3)] + [
+        (3, {"b": -3.5, "a": 3.5})]  # (of one type: only the order tells which value is which key's)
     yield "a subclass of int", [(env, {"a": type("Count", (int,), {})(env)}) for env in range(4)]
     yield "numpy bools (an object array)", [(env, {"a": np.bool_(env % 2)}) for env in range(4)]
     yield "complex numbers", [(env, {"a": np.complex64(env)}) for env in range(4)]

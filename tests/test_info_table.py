@@ -18,7 +18,7 @@ from test_infos import assert_same, gymnasiums
 
 import shoal
 from shoal.vector import info_table
-from shoal.vector.infos import Finals, each, merge_infos
+from shoal.vector.infos import Columns, Finals, each, merge_infos
 from shoal.vector.info_table import SCHEMA_BYTES, SLOTS, InfoTable
 
 
@@ -152,15 +152,33 @@ def test_columns_merge_with_other_entries_as_gymnasium_merges_their_dicts():
     assert_same(gymnasiums(a, 16), {k: v for k, v in merged.items() if "final" not in k})
 
 
+def counted_columns(monkeypatch):
+    """A list to which each batch's infos merged in the calling process add the :class:`Columns` among them."""
+    from shoal.vector.base import VectorEnv
+
+    columns = []
+    merged = VectorEnv._merged
+
+    def counting(self, parts):
+        columns.extend(entry for entry in parts.entries if type(entry) is Columns)
+        return merged(self, parts)
+
+    monkeypatch.setattr(VectorEnv, "_merged", counting)
+    return columns
+
+
 @pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP], ids=lambda m: m.value)
-@pytest.mark.parametrize("config", [{"num_workers": 2}, {"num_workers": 2, "inline": False},
-                                    {"num_workers": 4, "inline": False}], ids=["inline", "workers", "4-workers"])
+@pytest.mark.parametrize("config", [
+    pytest.param({"num_workers": 2}, id="inline"),
+    pytest.param({"num_workers": 2, "inline": False}, id="workers"),
+    pytest.param({"num_workers": 4, "inline": False}, id="4-workers"),
+    pytest.param({"backend": "ray", "num_workers": 2}, id="ray", marks=pytest.mark.ray),
+])
 def test_numeric_infos_from_workers_equal_gymnasiums(mode, config, monkeypatch):
     """Every step's infos, key order and dtypes included, equal SyncVectorEnv's, with steps whose infos go through
-    the table and steps whose do not (an empty info, a key of another type, a reset's info) in the same batches."""
-    reads = []
-    real_read = InfoTable.read
-    monkeypatch.setattr(InfoTable, "read", lambda self, ids: reads.append(ids) or real_read(self, ids))
+    the table and steps whose do not (an empty info, a key of another type, a reset's info) in the same batches. On
+    Ray a node's pool reads its workers' tables and sends the columns on to the calling process."""
+    columns = counted_columns(monkeypatch)
     fns = [functools.partial(NumericInfos, offset=i) for i in range(8)]
     with beside_gymnasium(fns, mode, **config) as (envs, ref):
         for t, (g, e) in enumerate(zip(rollout(envs, lambda t: np.zeros(8, np.int64), 40, 3),
@@ -170,7 +188,7 @@ def test_numeric_infos_from_workers_equal_gymnasiums(mode, config, monkeypatch):
                     assert_same(theirs, ours)
                 else:
                     np.testing.assert_array_equal(theirs, ours, err_msg=f"step {t}")
-    assert len(reads) >= 5  # (the table carried some of them)
+    assert len(columns) >= 5  # (the table carried some of them)
 
 
 def test_an_asynchronous_batch_s_numeric_infos_are_its_envs(monkeypatch):

@@ -257,8 +257,7 @@ def run(
     group_ids = [np.arange(g.start, g.stop) for g in groups]
     spin, no_spin = Spin(signals.spin_s), Spin(0.0)
     parking = buffers.final_obs is not None
-    words, schemas = buffers.info_words, buffers.info_schemas
-    table = None if words is None or schemas is None else InfoTable(words, schemas)
+    table = InfoTable.of(buffers)
     try:
         while True:
             # Spin briefly (spin_s is 0 when processes outnumber cores; the budget adapts: link.Spin), then sleep,

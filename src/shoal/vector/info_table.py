@@ -20,11 +20,14 @@ not fit int64.
 from __future__ import annotations
 
 import pickle
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from shoal.vector.infos import WIDE, Columns
+
+if TYPE_CHECKING:  # (buffers.py lays the table out with this module's sizes)
+    from shoal.vector.buffers import Buffers
 
 SLOTS = 16
 """The most keys an info may have to come through the table (one 8-byte word each per env)."""
@@ -46,6 +49,12 @@ class InfoTable:
         # by a group's first env: (keys, kinds, version) of the schema last written, (version, keys, kinds) last read
         self._written: dict[int, tuple[tuple[Any, ...], tuple[type, ...], int]] = {}
         self._read: dict[int, tuple[int, tuple[Any, ...], tuple[type, ...]]] = {}
+
+    @classmethod
+    def of(cls, buffers: Buffers) -> InfoTable | None:
+        """The table over ``buffers`` (a worker's view or the calling process's), or None where they lay none out."""
+        words, schemas = buffers.info_words, buffers.info_schemas
+        return None if words is None or schemas is None else cls(words, schemas)
 
     def put(self, entries: list[Any], ids: np.ndarray) -> bool:
         """In a worker: write a step's info ``entries`` for its group ``ids`` (consecutive env ids) into the table,

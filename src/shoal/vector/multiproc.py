@@ -151,8 +151,7 @@ class MultiprocessingTransport(Transport):
                        info_table=getattr(factory, "infos_per_env", False))
         self.memory = ctx.RawArray("b", max(spec.nbytes, 1))  # (a Ray node lets a vector env on its machine map it)
         self.buffers = spec.view(self.memory)
-        words, schemas = self.buffers.info_words, self.buffers.info_schemas
-        self._table = None if words is None or schemas is None else InfoTable(words, schemas)
+        self._table = InfoTable.of(self.buffers)
         ring = max(len(members) for members in self.hosts)
         count = counters_needed(len(self.hosts), ring)
         self._counter_memory = ctx.RawArray("b", Counters.nbytes(count))

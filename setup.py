@@ -1,8 +1,10 @@
 """Build shoal's C extensions (Atari frame preprocessing; atomic counters for the multiprocessing backend's
-signalling; buffer addresses for copies out of the shared buffers); everything else is in pyproject.toml."""
+signalling; buffer addresses for copies out of the shared buffers; an env's step results written into the buffers);
+everything else is in pyproject.toml."""
 
 import sys
 
+import numpy
 from setuptools import Extension, setup
 
 # No FMA contraction: the kernel must round exactly as OpenCV's area resize does.
@@ -14,5 +16,12 @@ setup(
         Extension("shoal.vector._counters", ["src/shoal/vector/_counters.c"], extra_compile_args=flags[:1]),
         Extension("shoal.vector._memory", ["src/shoal/vector/_memory.c"], extra_compile_args=flags[:1]),
         Extension("shoal.vector._pipe", ["src/shoal/vector/_pipe.c"], extra_compile_args=flags[:1]),
+        # built against numpy 2's headers, which by default build for every numpy from 1.x on (numpy>=1.24 at run time)
+        Extension(
+            "shoal.vector._rows",
+            ["src/shoal/vector/_rows.c"],
+            include_dirs=[numpy.get_include()],
+            extra_compile_args=flags[:1],
+        ),
     ]
 )

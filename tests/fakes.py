@@ -440,6 +440,12 @@ class BadDataEnv(gym.Env):
             obs = None
         elif kind == "obs_float_for_uint8":
             obs = np.full(4, 0.5)
+        elif kind == "obs_300_for_uint8":
+            obs = np.full(4, 300, np.uint16)  # numpy would store 44
+        elif kind == "obs_complex":
+            obs = np.zeros(4, np.complex64)
+        elif kind == "obs_row_of_one":
+            obs = np.zeros((1, 4), np.float32)
         elif kind == "reward_none":
             reward = None
         elif kind == "reward_array":
@@ -458,6 +464,10 @@ class BadDataEnv(gym.Env):
             obs = {"pos": obs["pos"]}
         elif kind == "dict_leaf_shape":
             obs = {"pos": np.zeros(3, np.float32), "id": 1}
+        elif kind == "dict_leaf_scalar":
+            obs = {"pos": np.float32(0.5), "id": 1}
+        elif kind == "dict_extra_key":
+            obs = {**obs, "extra": 1}
         return obs, reward, terminated, truncated, info
 
     def reset(self, *, seed=None, options=None):

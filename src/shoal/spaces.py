@@ -319,6 +319,11 @@ class Layout:
 
         return write_structured
 
+    def leaf_views(self, batch: np.ndarray) -> list[tuple[Path, np.ndarray]]:
+        """``(path, view)`` for every fixed-size leaf of ``batch``: ``value[path[0]][path[1]]...`` is stored in row
+        ``i`` of ``view`` for the value in row ``i`` of ``batch`` (the loose leaves are not among them)."""
+        return _leaf_views(self.space, batch, ())
+
     def check_flattenable(self) -> None:
         """Raise :class:`ConfigError` naming the first leaf that cannot be flattened, if any."""
         record_dtype(self.space)

@@ -14,6 +14,7 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.spaces.utils import is_space_dtype_shape_equiv
 
 from shoal.errors import ConfigError, SpaceMismatchError
+from shoal.vector._rows import RowWriter
 from shoal.vector.buffers import Buffers, item_writers
 from shoal.vector.engine import Engine, blame, close_all, env_error
 from shoal.vector.outputs import (
@@ -99,6 +100,21 @@ def standalone(obs: Any) -> Any:
         return obs
 
 
+def _sizes(space: spaces.Space, path: tuple) -> tuple[int, ...]:
+    """How many keys or items each Dict or Tuple on ``path`` has, from ``space`` down."""
+    sizes = []
+    for key in path:
+        sizes.append(len(space.spaces))  # type: ignore[attr-defined]
+        space = space.spaces[key]  # type: ignore[attr-defined]
+    return tuple(sizes)
+
+
+def _slow_path(*results: Any) -> int:
+    """``put`` and ``put_obs`` where no RowWriter serves (loose leaves): nothing written, every step takes the slow
+    path."""
+    return 0
+
+
 class GymEngine(Engine):
     """Hosts the envs ``factory.env_fns[i]`` for ``i`` in ``env_ids``."""
 
@@ -124,8 +140,23 @@ class GymEngine(Engine):
         self._write_obs = self._obs.row_writer(buffers.obs, self.loose_obs)
         self._scalars = item_writers(buffers.rewards, buffers.terminations, buffers.truncations)
         self._check_obs = observation_check(self._obs)
+        self._put, self._put_obs = self._fast_writers(buffers)
         self._finals: dict[int, Any] = {}  # the observation each env returned when its episode ended (same-step)
-        self._unchecked = set(env_ids)  # envs whose next step's results get the full checks: each env's first step
+
+    def _fast_writers(self, b: Buffers) -> tuple[Callable[..., int], Callable[[int, Any], int]]:
+        """``put(row, env_id, obs, reward, terminated, truncated)`` and ``put_obs(row, obs)`` (a reset's): they write
+        results that are exactly what the buffers hold in one C call and return 2 (``put``: the episode ended) or 1,
+        and return 0, with nothing written, for anything else (shoal.vector._rows). Observations with loose leaves
+        always take the slow path."""
+        if not self._obs.loose:
+            space = self._obs.space
+            leaves = [(path, _sizes(space, path), view) for path, view in self._obs.leaf_views(b.obs)]
+            try:
+                writer = RowWriter(leaves, b.rewards, b.terminations, b.truncations)
+                return writer.put, writer.put_obs
+            except ValueError:  # a leaf it cannot take (a key neither str nor int)
+                pass
+        return _slow_path, _slow_path
 
     def _check_spaces(self, env_id: int, env: Env, factory: GymEngineFactory) -> None:
         refuse_foreign(env)
@@ -151,7 +182,6 @@ class GymEngine(Engine):
 
     def _check_step(self, env_id: int, obs: Any, reward: Any, terminated: Any, truncated: Any, info: Any) -> None:
         """The full checks of a step's results (raises if they are bad)."""
-        self._unchecked.discard(env_id)
         try:
             self._check_obs(obs)
             check_reward(reward)
@@ -167,8 +197,8 @@ class GymEngine(Engine):
         return [self._reset(env_id, row, seed, options) for env_id, row, seed in zip(ids.tolist(), rows, seeds)]
 
     def _reset(self, env_id: int, row: int, seed: int | None, options: dict | None) -> dict:
-        """Reset one env and write its observation to ``row``, checked (an array observation of exactly its leaf's
-        kind passes the checks' own fast test); its info."""
+        """Reset one env and write its observation to ``row`` (by ``put_obs`` if it is exactly what the buffers hold,
+        else checked in full, then by numpy); its info."""
         env = self.envs[env_id - self.env_ids.start]
         try:  # not blame(): a context manager costs more than the reset of a cheap env
             # options only when there are some, as SB3 passes them: an env written as reset(self, seed=None) works
@@ -178,6 +208,8 @@ class GymEngine(Engine):
         if type(result) not in (tuple, list) or len(result) != 2:  # (an observation of two values would unpack)
             raise rejected(env_id, env, unexpected_result(result, RESET_RESULT), "reset")
         obs, info = result
+        if type(info) is dict and self._put_obs(row, obs):
+            return info
         try:
             self._check_obs(obs)
             if type(info) is not dict:
@@ -192,16 +224,14 @@ class GymEngine(Engine):
 
     def _advance_envs(self, ids: np.ndarray, actions: Any, ended: np.ndarray | None) -> list[dict]:
         # The hot loop: a few Python operations per env beyond env.step itself; an env that ended its episode last
-        # step resets in its turn (``ended``; None: none did). What an env returns gets the full checks
-        # (shoal.vector.outputs) on its first step (seed 004's "first batch"); on later steps only a None
-        # observation or reward (numpy would store None as NaN or broadcast it), or an info that is not a dict, sends
-        # the step to them, and a value numpy refuses is reported with the env named. Testing every observation's
-        # type, shape and dtype on every step cost a cheap env ~4% (CartPole); reset observations are tested that way
-        # (_reset).
+        # step resets in its turn (``ended``; None: none did). A step's results are written by one C call when they
+        # are exactly what the buffers hold (_fast_put: arrays of the leaf's shape and dtype, Python or numpy
+        # floats and bools, ...); anything else, and an info that is not a dict, gets the full checks
+        # (shoal.vector.outputs) before numpy writes it, so an observation numpy would broadcast or cast with loss
+        # is an error naming the env on any step, not only the first (seed 004 checks the first batch).
         b = self.buffers
         envs, first = self.envs, self.env_ids.start
-        write_obs, (rewards, terms, truncs) = self._write_obs, self._scalars
-        unchecked = self._unchecked or None  # None once every env has had its first step: no lookup per env
+        put, (rewards, terms, truncs) = self._put, self._scalars
         finals = self._finals if self.autoreset_mode is AutoresetMode.SAME_STEP else None
         if self._action.structured and isinstance(actions, np.ndarray):
             actions = [self._action.item(actions, row) for row in range(len(ids))]
@@ -223,25 +253,31 @@ class GymEngine(Engine):
                 obs, reward, terminated, truncated, info = result
             except (TypeError, ValueError):
                 raise rejected(env_id, envs[env_id - first], unexpected_result(result, STEP_RESULT), "step") from None
-            if reward is None or obs is None or (unchecked is not None and env_id in unchecked) or (
-                not isinstance(info, dict)  # (a later step's info that is not one: the merge would fail unnamed)
-            ):
-                self._check_step(env_id, obs, reward, terminated, truncated, info)
-            try:
-                write_obs(row, obs)
-                rewards[env_id] = reward
-                terms[env_id] = terminated
-                truncs[env_id] = truncated
-            except Exception as exc:  # what the fast test let through and numpy refused: say which env and why
-                self._check_step(env_id, obs, reward, terminated, truncated, info)
-                raise env_error(env_id, exc) from exc
-            if terminated or truncated:
+            written = put(row, env_id, obs, reward, terminated, truncated) if isinstance(info, dict) else 0
+            if not written:
+                written = self._put_checked(env_id, row, obs, reward, terminated, truncated, info)
+            if written == 2:  # the episode ended
                 flagged = True
                 if finals is not None:  # a copy: an env may return the array it keeps and change it in reset
                     finals[env_id] = standalone(obs)
             infos.append(info)
         self._quiet = not flagged
         return infos
+
+    def _put_checked(self, env_id: int, row: int, obs: Any, reward: Any, terminated: Any, truncated: Any,
+                     info: Any) -> int:
+        """What ``put`` did not take: the full checks (raises if the results are bad), then numpy's writes; 2 if the
+        episode ended, else 1."""
+        self._check_step(env_id, obs, reward, terminated, truncated, info)
+        rewards, terms, truncs = self._scalars
+        try:
+            self._write_obs(row, obs)
+            rewards[env_id] = reward
+            terms[env_id] = terminated
+            truncs[env_id] = truncated
+        except Exception as exc:  # what the checks let through and numpy refused: say which env and why
+            raise env_error(env_id, exc) from exc
+        return 2 if terminated or truncated else 1
 
     def _final_obs(self, ids: np.ndarray) -> list[Any]:
         """What each env returned when its episode ended, as Gymnasium's ``info["final_obs"]`` holds it."""

@@ -2,9 +2,9 @@
 
 numpy would broadcast an observation of shape ``(1,)`` into a ``(4,)`` row, store ``None`` as NaN and cast a float
 frame into ``uint8`` without a word; an env that does any of that is a bug the user must hear about, with the env
-named. The engine (:mod:`shoal.vector.gym_engine`) decides when: these full checks on each env's first step, on
-reset observations that fail a fast test (an array of exactly the leaf's shape and dtype: a few attribute reads, what
-well-behaved envs always pass; Dict/Tuple observations always) and on a later step that returns ``None``. They
+named. The engine (:mod:`shoal.vector.gym_engine`) runs these full checks on every step or reset whose results its
+C writer (:mod:`shoal.vector._rows`) does not take as they are: it takes only values of exactly the leaf's shape and
+dtype and a few lossless others (what well-behaved envs return), so the checks cost nothing on their steps. They
 accept what casts without loss (a Python int for a Discrete, float64 for a float32 Box, a list of the right shape)
 and raise :class:`~shoal.errors.EnvOutputError` for the rest.
 """
@@ -72,7 +72,7 @@ def leaf_check(space: spaces.Space, prefix: str = "") -> Callable[[Any], Any]:
         if array.dtype != dtype:
             if not np.can_cast(array.dtype, dtype, casting="same_kind"):
                 raise Rejected(f"expected dtype {dtype} for {space}, got {_describe(value)}, which would be cast")
-            if integer and array.size and array.dtype.kind in "iu":
+            if integer and array.size and array.dtype.kind in "iu" and not np.can_cast(array.dtype, dtype, "safe"):
                 info = np.iinfo(dtype) if dtype.kind != "b" else None
                 low, high = (0, 1) if info is None else (info.min, info.max)
                 if array.min() < low or array.max() > high:

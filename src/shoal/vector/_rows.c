@@ -1,0 +1,484 @@
+/* shoal.vector._rows: one env's step results written into the shared buffers in one call, if they are exactly what
+ * the buffers hold.
+ *
+ * RowWriter(leaves, rewards, terminations, truncations): `leaves` is a sequence of (path, sizes, view), one per
+ * fixed-size leaf of the observation space (shoal.spaces.Layout.leaf_views): `path` the keys (str) and indices (int)
+ * that lead from an observation to the leaf's value, `sizes` how many keys or items each container on the way has
+ * (a dict with another key is not exact), `view` the (n, *leaf shape) array its values are stored in (a field of a
+ * structured batch, or the batch itself), each row's bytes contiguous. The other three are the 1-D float64 and bool
+ * per-env arrays.
+ *
+ * put(row, env, obs, reward, terminated, truncated) -> 0, 1 or 2. It writes obs's leaves into row `row` of their
+ * views and the reward and flags into item `env` of the per-env arrays, and returns 2 if the episode ended (either
+ * flag set), else 1, only when every value is one the full checks (shoal.vector.outputs) would take and stores as it
+ * is:
+ * - each leaf an exact numpy array of the leaf's dtype and shape, C-contiguous; a float64 array for a float32 leaf
+ *   (converted as numpy converts it, without numpy's warning past float32's range); for a 0-d leaf also a numpy scalar of its dtype, a Python int for an int64 leaf,
+ *   a Python float for a float32 or float64 leaf; reached through exact dicts and tuples of the space's sizes;
+ * - the reward a Python float, int or bool, or a numpy float64 or float32;
+ * - each flag a Python or numpy bool.
+ * put_obs(row, obs) -> 0 or 1: the same for an observation alone (a reset's).
+ * Anything else returns 0 with nothing written, and the caller takes the slow path: the full checks, which name the
+ * env and what was wrong, then numpy's own writes. numpy's own writes would broadcast a (1,)-shaped observation into
+ * a (4,) row and cast a float frame into uint8 without a word; this never does, and costs less than those writes.
+ * The writer holds its views, so the memory it writes into lives as long as it does.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <string.h>
+
+#define NPY_NO_DEPRECATED_API NPY_1_19_API_VERSION
+#include <numpy/arrayobject.h>
+#include <numpy/arrayscalars.h>
+
+#define SCALAR_BYTES 16 /* the largest numpy scalar of a fixed-size leaf's kind (long double) */
+
+enum source { COPY, F64_TO_F32, SCALAR };
+
+typedef struct {
+    PyObject *path;  /* tuple of keys */
+    Py_ssize_t *sizes; /* of each container on the path */
+    PyArrayObject *view;
+    char *base;
+    npy_intp stride; /* bytes between rows */
+    npy_intp rows;
+    int nd;          /* the leaf's dims: the view's after the first */
+    npy_intp dims[NPY_MAXDIMS];
+    PyArray_Descr *descr;
+    npy_intp nbytes; /* one row's */
+    /* filled per put: where this leaf's value comes from */
+    enum source source;
+    const char *src;
+    char scalar[SCALAR_BYTES];
+} Leaf;
+
+typedef struct {
+    PyObject_HEAD
+    Py_ssize_t count;
+    Leaf *leaves;
+    PyArrayObject *arrays[3]; /* rewards, terminations, truncations */
+    double *rewards;
+    npy_bool *terms, *truncs;
+    npy_intp envs;
+} RowWriter;
+
+static void RowWriter_dealloc(RowWriter *self) {
+    for (Py_ssize_t i = 0; i < self->count; i++) {
+        Py_XDECREF(self->leaves[i].path);
+        Py_XDECREF(self->leaves[i].view);
+        PyMem_Free(self->leaves[i].sizes);
+    }
+    PyMem_Free(self->leaves);
+    for (int i = 0; i < 3; i++) {
+        Py_XDECREF(self->arrays[i]);
+    }
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* `obj` as a 1-D contiguous array of `type`; a new reference in *out. */
+static int per_env_array(PyObject *obj, int type, const char *name, PyArrayObject **out) {
+    if (!PyArray_Check(obj) || PyArray_NDIM((PyArrayObject *)obj) != 1 ||
+        PyArray_TYPE((PyArrayObject *)obj) != type || !PyArray_IS_C_CONTIGUOUS((PyArrayObject *)obj) ||
+        !PyArray_ISWRITEABLE((PyArrayObject *)obj) || !PyArray_ISALIGNED((PyArrayObject *)obj)) {
+        PyErr_Format(PyExc_ValueError, "RowWriter: %s must be a writable, aligned, contiguous 1-D array of %s", name,
+                     type == NPY_DOUBLE ? "float64" : "bool");
+        return -1;
+    }
+    Py_INCREF(obj);
+    *out = (PyArrayObject *)obj;
+    return 0;
+}
+
+static int init_leaf(Leaf *leaf, PyObject *pair) {
+    PyObject *path, *sizes, *view;
+    if (!PyTuple_Check(pair) ||
+        !PyArg_ParseTuple(pair, "O!O!O!", &PyTuple_Type, &path, &PyTuple_Type, &sizes, &PyArray_Type, &view) ||
+        PyTuple_GET_SIZE(sizes) != PyTuple_GET_SIZE(path)) {
+        PyErr_Clear();
+        PyErr_SetString(PyExc_ValueError, "RowWriter: each leaf must be a (path, sizes, array) tuple");
+        return -1;
+    }
+    PyArrayObject *array = (PyArrayObject *)view;
+    int nd = PyArray_NDIM(array);
+    if (nd < 1 || !PyArray_ISWRITEABLE(array)) {
+        PyErr_SetString(PyExc_ValueError, "RowWriter: a leaf's view must be a writable array of one row per env");
+        return -1;
+    }
+    PyArray_Descr *descr = PyArray_DESCR(array);
+    npy_intp expected = PyDataType_ELSIZE(descr); /* each row's bytes must lie together, in C order */
+    for (int d = nd - 1; d >= 1; d--) {
+        if (PyArray_DIM(array, d) > 1 && PyArray_STRIDE(array, d) != expected) {
+            PyErr_SetString(PyExc_ValueError, "RowWriter: a leaf's rows must each be C-contiguous");
+            return -1;
+        }
+        expected *= PyArray_DIM(array, d);
+    }
+    if (PyDataType_ELSIZE(descr) > SCALAR_BYTES || PyDataType_HASFIELDS(descr) || PyDataType_HASSUBARRAY(descr)) {
+        PyErr_SetString(PyExc_ValueError, "RowWriter: a leaf's dtype must be a plain number type");
+        return -1;
+    }
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(path); k++) {
+        PyObject *key = PyTuple_GET_ITEM(path, k);
+        if (!PyUnicode_CheckExact(key) && !PyLong_CheckExact(key)) {
+            PyErr_SetString(PyExc_ValueError, "RowWriter: a path's keys must be str or int");
+            return -1;
+        }
+    }
+    Py_ssize_t depth = PyTuple_GET_SIZE(path);
+    leaf->sizes = PyMem_Calloc(depth ? depth : 1, sizeof(Py_ssize_t));
+    if (leaf->sizes == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t k = 0; k < depth; k++) {
+        leaf->sizes[k] = PyLong_AsSsize_t(PyTuple_GET_ITEM(sizes, k));
+        if (leaf->sizes[k] < 0) {
+            PyErr_Clear();
+            PyErr_SetString(PyExc_ValueError, "RowWriter: sizes must be counts");
+            return -1;
+        }
+    }
+    Py_INCREF(path);
+    Py_INCREF(view);
+    leaf->path = path;
+    leaf->view = array;
+    leaf->base = PyArray_BYTES(array);
+    leaf->stride = PyArray_STRIDE(array, 0);
+    leaf->rows = PyArray_DIM(array, 0);
+    leaf->nd = nd - 1;
+    for (int d = 1; d < nd; d++) {
+        leaf->dims[d - 1] = PyArray_DIM(array, d);
+    }
+    leaf->descr = descr;
+    leaf->nbytes = expected;
+    return 0;
+}
+
+static int RowWriter_init(RowWriter *self, PyObject *args, PyObject *kwds) {
+    PyObject *leaves, *rewards, *terms, *truncs;
+    static char *kwlist[] = {"leaves", "rewards", "terminations", "truncations", NULL};
+    if (self->leaves != NULL || self->arrays[0] != NULL) {
+        PyErr_SetString(PyExc_TypeError, "RowWriter: already initialised");
+        return -1;
+    }
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOO", kwlist, &leaves, &rewards, &terms, &truncs)) {
+        return -1;
+    }
+    PyObject *seq = PySequence_Fast(leaves, "RowWriter: leaves must be a sequence");
+    if (seq == NULL) {
+        return -1;
+    }
+    Py_ssize_t count = PySequence_Fast_GET_SIZE(seq);
+    self->leaves = PyMem_Calloc(count ? count : 1, sizeof(Leaf));
+    if (self->leaves == NULL) {
+        Py_DECREF(seq);
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (init_leaf(&self->leaves[i], PySequence_Fast_GET_ITEM(seq, i)) < 0) {
+            Py_DECREF(seq);
+            return -1;
+        }
+        self->count = i + 1;
+    }
+    Py_DECREF(seq);
+    if (per_env_array(rewards, NPY_DOUBLE, "rewards", &self->arrays[0]) < 0 ||
+        per_env_array(terms, NPY_BOOL, "terminations", &self->arrays[1]) < 0 ||
+        per_env_array(truncs, NPY_BOOL, "truncations", &self->arrays[2]) < 0) {
+        return -1;
+    }
+    self->envs = PyArray_DIM(self->arrays[0], 0);
+    if (PyArray_DIM(self->arrays[1], 0) != self->envs || PyArray_DIM(self->arrays[2], 0) != self->envs) {
+        PyErr_SetString(PyExc_ValueError, "RowWriter: the per-env arrays must have one item per env each");
+        return -1;
+    }
+    self->rewards = (double *)PyArray_DATA(self->arrays[0]);
+    self->terms = (npy_bool *)PyArray_DATA(self->arrays[1]);
+    self->truncs = (npy_bool *)PyArray_DATA(self->arrays[2]);
+    return 0;
+}
+
+/* The value at leaf->path in `obs`, through exact dicts and tuples of leaf->sizes only (borrowed); NULL without
+ * an error if not. */
+static PyObject *walk(PyObject *obs, Leaf *leaf) {
+    PyObject *value = obs, *path = leaf->path;
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(path); k++) {
+        PyObject *key = PyTuple_GET_ITEM(path, k);
+        if (PyDict_CheckExact(value) && PyDict_GET_SIZE(value) == leaf->sizes[k]) {
+            value = PyDict_GetItemWithError(value, key);
+            if (value == NULL) {
+                PyErr_Clear();
+                return NULL;
+            }
+        } else if (PyTuple_CheckExact(value) && PyTuple_GET_SIZE(value) == leaf->sizes[k] && PyLong_CheckExact(key)) {
+            Py_ssize_t i = PyLong_AsSsize_t(key);
+            if (i < 0 || i >= PyTuple_GET_SIZE(value)) {
+                PyErr_Clear();
+                return NULL;
+            }
+            value = PyTuple_GET_ITEM(value, i);
+        } else {
+            return NULL;
+        }
+    }
+    return value;
+}
+
+static int same_shape(Leaf *leaf, PyArrayObject *array) {
+    if (PyArray_NDIM(array) != leaf->nd) {
+        return 0;
+    }
+    for (int d = 0; d < leaf->nd; d++) {
+        if (PyArray_DIM(array, d) != leaf->dims[d]) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Where `value` comes from for `leaf`, if it is stored exactly: 1 and leaf->source set, else 0. */
+static int classify(Leaf *leaf, PyObject *value) {
+    int type = leaf->descr->type_num;
+    if (PyArray_CheckExact(value)) {
+        PyArrayObject *array = (PyArrayObject *)value;
+        if (!same_shape(leaf, array) || !PyArray_IS_C_CONTIGUOUS(array)) {
+            return 0;
+        }
+        PyArray_Descr *descr = PyArray_DESCR(array);
+        if (descr == leaf->descr || PyArray_EquivTypes(descr, leaf->descr)) {
+            leaf->source = COPY;
+        } else if (type == NPY_FLOAT && descr->type_num == NPY_DOUBLE && PyArray_ISNOTSWAPPED(array) &&
+                   PyArray_ISALIGNED(array)) {
+            leaf->source = F64_TO_F32;
+        } else {
+            return 0;
+        }
+        leaf->src = PyArray_BYTES(array);
+        return 1;
+    }
+    if (leaf->nd != 0) {
+        return 0;
+    }
+    leaf->source = SCALAR;
+    if (PyLong_CheckExact(value)) {
+        if (type != NPY_INT64) {
+            return 0;
+        }
+        int overflow;
+        long long item = PyLong_AsLongLongAndOverflow(value, &overflow);
+        if (overflow || (item == -1 && PyErr_Occurred())) {
+            PyErr_Clear();
+            return 0;
+        }
+        npy_int64 stored = (npy_int64)item;
+        memcpy(leaf->scalar, &stored, sizeof stored);
+        return 1;
+    }
+    if (PyFloat_CheckExact(value)) {
+        double item = PyFloat_AS_DOUBLE(value);
+        if (type == NPY_DOUBLE) {
+            memcpy(leaf->scalar, &item, sizeof item);
+        } else if (type == NPY_FLOAT) {
+            float stored = (float)item;
+            memcpy(leaf->scalar, &stored, sizeof stored);
+        } else {
+            return 0;
+        }
+        return 1;
+    }
+    if (PyArray_IsScalar(value, Generic)) {
+        PyArray_Descr *descr = PyArray_DescrFromScalar(value);
+        if (descr == NULL) {
+            PyErr_Clear();
+            return 0;
+        }
+        int same = descr == leaf->descr || PyArray_EquivTypes(descr, leaf->descr);
+        Py_DECREF(descr);
+        if (!same) {
+            return 0;
+        }
+        PyArray_ScalarAsCtype(value, leaf->scalar);
+        return 1;
+    }
+    return 0;
+}
+
+static int as_flag(PyObject *value, npy_bool *out) {
+    if (value == Py_True || value == Py_False) {
+        *out = value == Py_True;
+        return 1;
+    }
+    if (PyArray_IsScalar(value, Bool)) {
+        *out = PyArrayScalar_VAL(value, Bool) != 0;
+        return 1;
+    }
+    return 0;
+}
+
+static int as_reward(PyObject *value, double *out) {
+    if (PyFloat_CheckExact(value) || PyArray_IsScalar(value, Double)) { /* numpy's float64 is a float */
+        *out = PyFloat_AS_DOUBLE(value);
+        return 1;
+    }
+    if (value == Py_True || value == Py_False) {
+        *out = value == Py_True ? 1.0 : 0.0;
+        return 1;
+    }
+    if (PyLong_CheckExact(value)) {
+        double item = PyLong_AsDouble(value);
+        if (item == -1.0 && PyErr_Occurred()) { /* too large for a float: the slow path says so */
+            PyErr_Clear();
+            return 0;
+        }
+        *out = item;
+        return 1;
+    }
+    if (PyArray_IsScalar(value, Float)) {
+        *out = (double)PyArrayScalar_VAL(value, Float);
+        return 1;
+    }
+    return 0;
+}
+
+/* 1 if every leaf of `obs` is one this writer stores exactly in row `row` (each leaf's source set), 0 if not, -1
+ * with an IndexError for a row outside the views. */
+static int take_obs(RowWriter *self, Py_ssize_t row, PyObject *obs) {
+    for (Py_ssize_t i = 0; i < self->count; i++) { /* every leaf looked at before any is written */
+        Leaf *leaf = &self->leaves[i];
+        if (row < 0 || row >= leaf->rows) {
+            PyErr_Format(PyExc_IndexError, "put: row %zd outside the %zd rows", row, (Py_ssize_t)leaf->rows);
+            return -1;
+        }
+        PyObject *value = walk(obs, leaf);
+        if (value == NULL || !classify(leaf, value)) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Write the leaves take_obs took into row `row`. */
+static void write_obs(RowWriter *self, Py_ssize_t row) {
+    for (Py_ssize_t i = 0; i < self->count; i++) {
+        Leaf *leaf = &self->leaves[i];
+        char *dst = leaf->base + row * leaf->stride;
+        if (leaf->source == COPY) {
+            memcpy(dst, leaf->src, leaf->nbytes);
+        } else if (leaf->source == SCALAR) {
+            memcpy(dst, leaf->scalar, leaf->nbytes);
+        } else { /* F64_TO_F32 */
+            const double *src = (const double *)leaf->src;
+            npy_intp items = leaf->nbytes / (npy_intp)sizeof(float);
+            for (npy_intp k = 0; k < items; k++) {
+                float item = (float)src[k];
+                memcpy(dst + k * sizeof(float), &item, sizeof item);
+            }
+        }
+    }
+}
+
+static int ready(RowWriter *self) {
+    if (self->arrays[0] == NULL) {
+        PyErr_SetString(PyExc_ValueError, "RowWriter: not initialised");
+        return 0;
+    }
+    return 1;
+}
+
+static PyObject *RowWriter_put(RowWriter *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "put(row, env, obs, reward, terminated, truncated) takes 6 arguments");
+        return NULL;
+    }
+    if (!ready(self)) {
+        return NULL;
+    }
+    Py_ssize_t row = PyLong_AsSsize_t(args[0]);
+    if (row == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    Py_ssize_t env = PyLong_AsSsize_t(args[1]);
+    if (env == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (env < 0 || env >= self->envs) {
+        PyErr_Format(PyExc_IndexError, "put: env %zd outside the %zd envs", env, (Py_ssize_t)self->envs);
+        return NULL;
+    }
+    double reward;
+    npy_bool terminated, truncated;
+    if (!as_reward(args[3], &reward) || !as_flag(args[4], &terminated) || !as_flag(args[5], &truncated)) {
+        return PyLong_FromLong(0);
+    }
+    int taken = take_obs(self, row, args[2]);
+    if (taken <= 0) {
+        return taken < 0 ? NULL : PyLong_FromLong(0);
+    }
+    write_obs(self, row);
+    self->rewards[env] = reward;
+    self->terms[env] = terminated;
+    self->truncs[env] = truncated;
+    return PyLong_FromLong(terminated || truncated ? 2 : 1);
+}
+
+static PyObject *RowWriter_put_obs(RowWriter *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "put_obs(row, obs) takes 2 arguments");
+        return NULL;
+    }
+    if (!ready(self)) {
+        return NULL;
+    }
+    Py_ssize_t row = PyLong_AsSsize_t(args[0]);
+    if (row == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    int taken = take_obs(self, row, args[1]);
+    if (taken <= 0) {
+        return taken < 0 ? NULL : PyLong_FromLong(0);
+    }
+    write_obs(self, row);
+    return PyLong_FromLong(1);
+}
+
+static PyMethodDef RowWriter_methods[] = {
+    {"put", (PyCFunction)(void (*)(void))RowWriter_put, METH_FASTCALL,
+     "put(row, env, obs, reward, terminated, truncated) -> 0 (nothing written: not exact), 1, or 2 (written; the "
+     "episode ended)"},
+    {"put_obs", (PyCFunction)(void (*)(void))RowWriter_put_obs, METH_FASTCALL,
+     "put_obs(row, obs) -> 0 (nothing written: not exact) or 1 (written): a reset's observation"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject RowWriterType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "shoal.vector._rows.RowWriter",
+    .tp_basicsize = sizeof(RowWriter),
+    .tp_dealloc = (destructor)RowWriter_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "RowWriter(leaves, rewards, terminations, truncations): see the module's docstring",
+    .tp_methods = RowWriter_methods,
+    .tp_init = (initproc)RowWriter_init,
+    .tp_new = PyType_GenericNew,
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_rows", NULL, -1, NULL};
+
+PyMODINIT_FUNC PyInit__rows(void) {
+    import_array();
+    if (PyType_Ready(&RowWriterType) < 0) {
+        return NULL;
+    }
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL) {
+        return NULL;
+    }
+    Py_INCREF(&RowWriterType);
+    if (PyModule_AddObject(m, "RowWriter", (PyObject *)&RowWriterType) < 0) {
+        Py_DECREF(&RowWriterType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

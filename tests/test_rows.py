@@ -1,0 +1,250 @@
+"""The engine's fast write of a step's results (shoal.vector._rows): it stores exactly what numpy's writes would
+store for the values it takes, writes nothing when any value is not one of them, and a well-behaved env never leaves
+it; everything it leaves gets the full checks (tests/test_bad_data.py), so what is stored equals Gymnasium's
+SyncVectorEnv whatever types an env returns."""
+
+from __future__ import annotations
+
+import functools
+from contextlib import closing
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium import spaces
+from helpers import assert_same
+
+import shoal
+from shoal.spaces import Layout
+from shoal.vector._rows import RowWriter
+from shoal.vector.gym_engine import GymEngine, _sizes
+
+FLOAT_OBS = [
+    np.array([1.5, -0.0, np.nan, np.inf], np.float32),
+    np.array([1 / 3, -1e-40, 0.1, -np.inf]),  # float64 into float32: rounded, a subnormal, as numpy casts them
+    [0.25, 0.5, 0.75, 1.0],  # a list (the slow path)
+    np.arange(8, dtype=np.float32)[::2],  # not contiguous (the slow path)
+    np.arange(4, dtype=np.int64),  # ints (the slow path)
+    np.arange(4, dtype=np.float32).astype(">f4"),  # big-endian (the slow path)
+]
+REWARDS = [1.5, -2, True, np.float64(0.125), np.float32(0.3), np.int64(7), np.bool_(True), 10**20, np.float16(0.5)]
+FLAGS = [False, np.bool_(False), 0, np.int64(0)]  # none of them ends an episode
+
+
+class Varied(gym.Env):
+    """Each step's results of another kind: observations as float32 and float64 arrays, lists, strided and
+    big-endian arrays; rewards of every real type; flags as Python and numpy bools and ints 0 and 1."""
+
+    observation_space = spaces.Box(-np.inf, np.inf, (4,), np.float32)
+    action_space = spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = int(self.np_random.integers(10))
+        return FLOAT_OBS[0], {}
+
+    def step(self, action):
+        self.t += 1
+        t = self.t
+        ended = t % 7 == 0
+        terminated = (True if t % 2 else np.bool_(True)) if ended else FLAGS[t % len(FLAGS)]
+        truncated = (1 if t % 3 else np.bool_(True)) if t % 11 == 0 else FLAGS[(t // 2) % len(FLAGS)]
+        obs = FLOAT_OBS[t % len(FLOAT_OBS)]
+        return obs, REWARDS[t % len(REWARDS)], terminated, truncated, {}
+
+
+DICT_SPACE = spaces.Dict(
+    {
+        "id": spaces.Discrete(5),
+        "pos": spaces.Box(-1, 1, (2,), np.float32),
+        "pair": spaces.Tuple((spaces.Discrete(3), spaces.Box(0, 255, (3, 2), np.uint8))),
+        "level": spaces.Box(-10, 10, (), np.float64),
+    }
+)
+
+
+class VariedDict(gym.Env):
+    """A Dict observation (a Tuple inside) whose scalar leaves come as Python ints and floats, numpy scalars and 0-d
+    arrays, its tuple as a tuple or a list, its arrays as float64 for float32; ``exact``: only values the fast path
+    takes (no int32 for the Discrete, no float32 for the float64 leaf, no list for the tuple)."""
+
+    observation_space = DICT_SPACE
+    action_space = spaces.Discrete(2)
+
+    def __init__(self, exact: bool = False) -> None:
+        self.exact = exact
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = int(self.np_random.integers(10))
+        return self._obs(), {}
+
+    def _obs(self):
+        t = self.t
+        ids = [t % 5, np.int64(t % 5), np.array(t % 5), np.int32(t % 5)]
+        level = [t * 0.5, np.float64(t * 0.5), np.float32(t * 0.5), t]
+        pos = np.full(2, t / 10 % 1, np.float32 if t % 2 else np.float64)
+        frame = np.full((3, 2), t % 256, np.uint8)
+        pair = (t % 3, frame) if t % 3 or self.exact else [t % 3, frame]
+        kinds = 2 if self.exact else 4
+        return {"id": ids[t % 3 if self.exact else t % 4], "pos": pos, "pair": pair, "level": level[(t // 4) % kinds]}
+
+    def step(self, action):
+        self.t += 1
+        return self._obs(), float(action), False, self.t % 9 == 0, {}
+
+
+@pytest.mark.parametrize("env_fn", [Varied, VariedDict])
+def test_any_types_of_results_store_as_gymnasiums_sync_vector_env_stores_them(backend, env_fn):
+    fns = [env_fn] * 4
+    actions = [np.array([t % 2, 1, 0, (t // 2) % 2]) for t in range(60)]
+    with shoal.make(fns, **backend) as envs, closing(gym.vector.SyncVectorEnv(fns)) as ref:
+        assert_same(envs.reset(seed=3), ref.reset(seed=3))
+        for action in actions:
+            assert_same(envs.step(action), ref.step(action))
+
+
+def _batch(space, n=3):
+    layout = Layout(space)
+    return layout, layout.empty(n)
+
+
+def _leaves(layout, batch):
+    return [(path, _sizes(layout.space, path), view) for path, view in layout.leaf_views(batch)]
+
+
+def test_what_it_takes_is_stored_as_numpys_writes_store_it():
+    for space, values in [
+        (spaces.Box(-np.inf, np.inf, (4,), np.float32), FLOAT_OBS[:2] + [np.array([1e300, -1e300, 0.0, 1.0])]),
+        (spaces.Box(0, 255, (2, 3), np.uint8), [np.arange(6, dtype=np.uint8).reshape(2, 3)]),
+        (spaces.Discrete(7), [3, np.int64(6), np.array(5)]),
+        (spaces.Box(-1, 1, (), np.float32), [0.1, np.float32(-0.5), np.array(0.25, np.float32)]),
+        (spaces.Box(-1, 1, (), np.float64), [0.1, np.float64(-0.5)]),
+        (spaces.MultiBinary(5), [np.array([1, 0, 1, 1, 0], np.int8)]),
+        (spaces.Box(0, 1, (3,), np.bool_), [np.array([True, False, True])]),
+    ]:
+        layout, fast = _batch(space)
+        _, slow = _batch(space)
+        put = RowWriter([((), (), fast)], np.zeros(3), np.zeros(3, np.bool_), np.zeros(3, np.bool_)).put
+        for value in values:
+            assert put(1, 2, value, 1.0, False, False) == 1, (space, value)
+            with np.errstate(over="ignore"):  # numpy warns as it casts 1e300 into float32's inf; the writer does not
+                slow[1] = value
+            np.testing.assert_array_equal(fast, slow, err_msg=f"{space} {value!r}")
+            assert fast.dtype == slow.dtype
+
+
+def test_rewards_and_flags_are_stored_as_floats_and_bools():
+    batch = np.zeros((2, 1), np.float32)
+    rewards, terms, truncs = np.zeros(2), np.zeros(2, np.bool_), np.zeros(2, np.bool_)
+    put = RowWriter([((), (), batch)], rewards, terms, truncs).put
+    obs = np.ones(1, np.float32)
+    for reward in [1.5, -3, True, False, np.float64(0.125), np.float32(0.3)]:
+        assert put(0, 1, obs, reward, False, False) == 1
+        assert rewards[1] == float(reward) and rewards[0] == 0.0
+    assert put(0, 1, obs, 0.0, True, False) == 2 and terms[1] and not truncs[1]
+    assert put(0, 1, obs, 0.0, np.bool_(False), np.bool_(True)) == 2 and not terms[1] and truncs[1]
+    assert put(0, 1, obs, 0.0, False, False) == 1 and not terms[1] and not truncs[1]
+
+
+@pytest.mark.parametrize(
+    "obs,reward,terminated,truncated",
+    [
+        ({"id": 1, "pos": np.zeros(2, np.float32), "pair": (1, np.zeros((3, 2), np.uint8)), "level": "x"}, 1.0, False,
+         False),  # the last leaf a string
+        ({"id": 1, "pos": np.zeros(2, np.float32), "pair": (1, np.zeros((3, 2), np.uint8))}, 1.0, False, False),
+        ({"id": 1, "pos": np.zeros(2, np.float32), "pair": (1, np.zeros((3, 2), np.uint8)), "level": 0.5, "x": 1},
+         1.0, False, False),  # a key too many
+        ({"id": 1, "pos": np.zeros(2, np.float32), "pair": (1, np.zeros((3, 2), np.uint8), 2), "level": 0.5}, 1.0,
+         False, False),  # an item too many
+        ({"id": 1, "pos": np.zeros(1, np.float32), "pair": (1, np.zeros((3, 2), np.uint8)), "level": 0.5}, 1.0,
+         False, False),  # a leaf numpy would broadcast
+        ({"id": 1, "pos": np.zeros(2, np.float32), "pair": (1, np.zeros((3, 2), np.float64)), "level": 0.5}, 1.0,
+         False, False),  # floats for uint8
+        ({"id": 1.0, "pos": np.zeros(2, np.float32), "pair": (1, np.zeros((3, 2), np.uint8)), "level": 0.5}, 1.0,
+         False, False),  # a float for a Discrete
+        ({"id": 2**70, "pos": np.zeros(2, np.float32), "pair": (1, np.zeros((3, 2), np.uint8)), "level": 0.5}, 1.0,
+         False, False),  # an int past int64
+        ({"id": 1, "pos": np.zeros(2, np.float32), "pair": (1, np.zeros((3, 2), np.uint8)), "level": 0.5}, None,
+         False, False),
+        ({"id": 1, "pos": np.zeros(2, np.float32), "pair": (1, np.zeros((3, 2), np.uint8)), "level": 0.5}, "1.0",
+         False, False),
+        ({"id": 1, "pos": np.zeros(2, np.float32), "pair": (1, np.zeros((3, 2), np.uint8)), "level": 0.5}, 1.0,
+         2, False),
+        ({"id": 1, "pos": np.zeros(2, np.float32), "pair": (1, np.zeros((3, 2), np.uint8)), "level": 0.5}, 1.0,
+         False, None),
+    ],
+    ids=["leaf-str", "missing-key", "extra-key", "extra-item", "broadcast", "float-for-uint8", "float-for-discrete",
+         "int-past-int64", "reward-none", "reward-str", "flag-int", "flag-none"],
+)
+def test_anything_else_writes_nothing(obs, reward, terminated, truncated):
+    """All or nothing: the caller's slow path decides, so no row is left half written."""
+    layout, batch = _batch(DICT_SPACE)
+    rewards, terms, truncs = np.full(3, 9.0), np.ones(3, np.bool_), np.ones(3, np.bool_)
+    before = batch.copy()
+    put = RowWriter(_leaves(layout, batch), rewards, terms, truncs).put
+    assert put(1, 1, obs, reward, terminated, truncated) == 0
+    assert batch.tobytes() == before.tobytes()
+    assert rewards.tolist() == [9.0] * 3 and terms.all() and truncs.all()
+    good = {"id": 4, "pos": np.full(2, 0.5, np.float32), "pair": (2, np.full((3, 2), 7, np.uint8)), "level": 0.5}
+    assert put(1, 1, good, 1.0, False, False) == 1
+    assert batch[1]["id"] == 4 and batch[1]["pair"]["f1"].tolist() == [[7, 7]] * 3 and batch[1]["level"] == 0.5
+    assert batch[0].tobytes() == before[0].tobytes() and batch[2].tobytes() == before[2].tobytes()
+
+
+def test_rows_and_envs_outside_the_buffers_are_errors_not_writes():
+    batch = np.zeros((2, 4), np.float32)
+    put = RowWriter([((), (), batch)], np.zeros(2), np.zeros(2, np.bool_), np.zeros(2, np.bool_)).put
+    obs = np.ones(4, np.float32)
+    for row, env in [(2, 0), (-1, 0), (0, 2), (0, -1)]:
+        with pytest.raises(IndexError, match="outside the 2"):
+            put(row, env, obs, 0.0, False, False)
+    assert not batch.any()
+    with pytest.raises(TypeError, match="takes 6 arguments"):
+        put(0, 0, obs)
+
+
+@pytest.mark.parametrize(
+    "args,match",
+    [
+        (([((), (), np.zeros((2, 4), np.float32)[:, ::2])], np.zeros(2), np.zeros(2, bool), np.zeros(2, bool)),
+         "rows must each be C-contiguous"),
+        (([((), (), np.zeros((2, 4), np.float32))], np.zeros(2, np.float32), np.zeros(2, bool), np.zeros(2, bool)),
+         "rewards must be"),
+        (([((), (), np.zeros((2, 4), np.float32))], np.zeros(2), np.zeros(3, bool), np.zeros(2, bool)),
+         "one item per env"),
+        (([(("a",), (), np.zeros((2, 4), np.float32))], np.zeros(2), np.zeros(2, bool), np.zeros(2, bool)),
+         r"\(path, sizes, array\)"),
+        (([((1.5,), (1,), np.zeros((2, 4), np.float32))], np.zeros(2), np.zeros(2, bool), np.zeros(2, bool)),
+         "keys must be str or int"),
+        (([((), (), np.zeros(2, [("a", np.float32)]))], np.zeros(2), np.zeros(2, bool), np.zeros(2, bool)),
+         "plain number type"),
+    ],
+    ids=["strided-rows", "float32-rewards", "flags-length", "sizes-length", "float-key", "record-leaf"],
+)
+def test_a_writer_over_buffers_it_cannot_serve_is_refused(args, match):
+    with pytest.raises(ValueError, match=match):
+        RowWriter(*args)
+
+
+@pytest.mark.parametrize(
+    "env_fn",
+    [
+        lambda: gym.make("CartPole-v1"),
+        lambda: gym.make("Pendulum-v1"),
+        functools.partial(VariedDict, exact=True),
+        lambda: gym.wrappers.TransformObservation(  # float64 observations for a float32 space, every step
+            gym.make("CartPole-v1"), lambda obs: obs.astype(np.float64), gym.make("CartPole-v1").observation_space
+        ),
+    ],
+    ids=["cartpole", "pendulum", "dict-of-python-and-numpy-scalars", "float64-for-float32"],
+)
+def test_well_behaved_envs_never_take_the_slow_path(monkeypatch, env_fn):
+    slow = []
+    original = GymEngine._put_checked
+    monkeypatch.setattr(GymEngine, "_put_checked", lambda self, *a: slow.append(a[0]) or original(self, *a))
+    with shoal.make(env_fn, 4, backend="serial") as envs:
+        envs.reset(seed=0)
+        for _ in range(300):
+            envs.step(envs.action_space.sample())
+    assert slow == []

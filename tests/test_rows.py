@@ -6,6 +6,7 @@ SyncVectorEnv whatever types an env returns."""
 from __future__ import annotations
 
 import functools
+from collections import OrderedDict
 from contextlib import closing
 
 import gymnasium as gym
@@ -145,6 +146,7 @@ def test_rewards_and_flags_are_stored_as_floats_and_bools():
     assert put(0, 1, obs, 0.0, True, False) == 2 and terms[1] and not truncs[1]
     assert put(0, 1, obs, 0.0, np.bool_(False), np.bool_(True)) == 2 and not terms[1] and truncs[1]
     assert put(0, 1, obs, 0.0, False, False) == 1 and not terms[1] and not truncs[1]
+    assert put(0, 1, obs, 0.0, 0, 1) == 2 and not terms[1] and truncs[1]  # ints 0 and 1, as the full checks take them
 
 
 @pytest.mark.parametrize(
@@ -233,11 +235,12 @@ def test_a_writer_over_buffers_it_cannot_serve_is_refused(args, match):
         lambda: gym.make("CartPole-v1"),
         lambda: gym.make("Pendulum-v1"),
         functools.partial(VariedDict, exact=True),
+        lambda: gym.wrappers.TransformObservation(VariedDict(exact=True), OrderedDict, DICT_SPACE),
         lambda: gym.wrappers.TransformObservation(  # float64 observations for a float32 space, every step
             gym.make("CartPole-v1"), lambda obs: obs.astype(np.float64), gym.make("CartPole-v1").observation_space
         ),
     ],
-    ids=["cartpole", "pendulum", "dict-of-python-and-numpy-scalars", "float64-for-float32"],
+    ids=["cartpole", "pendulum", "dict-of-python-and-numpy-scalars", "ordered-dict", "float64-for-float32"],
 )
 def test_well_behaved_envs_never_take_the_slow_path(monkeypatch, env_fn):
     slow = []

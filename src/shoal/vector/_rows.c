@@ -14,9 +14,10 @@
  * is:
  * - each leaf an exact numpy array of the leaf's dtype and shape, C-contiguous; a float64 array for a float32 leaf
  *   (converted as numpy converts it, without numpy's warning past float32's range); for a 0-d leaf also a numpy scalar of its dtype, a Python int for an int64 leaf,
- *   a Python float for a float32 or float64 leaf; reached through exact dicts and tuples of the space's sizes;
+ *   a Python float for a float32 or float64 leaf; reached through dicts, OrderedDicts and tuples (not their
+ *   subclasses) of the space's sizes;
  * - the reward a Python float, int or bool, or a numpy float64 or float32;
- * - each flag a Python or numpy bool.
+ * - each flag a Python or numpy bool, or a Python int 0 or 1.
  * put_obs(row, obs) -> 0 or 1: the same for an observation alone (a reset's).
  * Anything else returns 0 with nothing written, and the caller takes the slow path: the full checks, which name the
  * env and what was wrong, then numpy's own writes. numpy's own writes would broadcast a (1,)-shaped observation into
@@ -199,13 +200,13 @@ static int RowWriter_init(RowWriter *self, PyObject *args, PyObject *kwds) {
     return 0;
 }
 
-/* The value at leaf->path in `obs`, through exact dicts and tuples of leaf->sizes only (borrowed); NULL without
- * an error if not. */
+/* The value at leaf->path in `obs`, through exact dicts (or OrderedDicts, whose items are the dict's) and tuples of
+ * leaf->sizes only (borrowed); NULL without an error if not. */
 static PyObject *walk(PyObject *obs, Leaf *leaf) {
     PyObject *value = obs, *path = leaf->path;
     for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(path); k++) {
         PyObject *key = PyTuple_GET_ITEM(path, k);
-        if (PyDict_CheckExact(value) && PyDict_GET_SIZE(value) == leaf->sizes[k]) {
+        if ((PyDict_CheckExact(value) || PyODict_CheckExact(value)) && PyDict_GET_SIZE(value) == leaf->sizes[k]) {
             value = PyDict_GetItemWithError(value, key);
             if (value == NULL) {
                 PyErr_Clear();
@@ -312,6 +313,15 @@ static int as_flag(PyObject *value, npy_bool *out) {
     if (PyArray_IsScalar(value, Bool)) {
         *out = PyArrayScalar_VAL(value, Bool) != 0;
         return 1;
+    }
+    if (PyLong_CheckExact(value)) { /* an int 0 or 1, as the full checks take it (an older env's flags) */
+        int overflow;
+        long item = PyLong_AsLongAndOverflow(value, &overflow);
+        if (!overflow && (item == 0 || item == 1)) {
+            *out = item == 1;
+            return 1;
+        }
+        PyErr_Clear();
     }
     return 0;
 }

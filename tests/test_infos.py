@@ -98,3 +98,20 @@ def test_a_step_s_finals_go_env_by_env():
     infos = merging.merge_infos(entries, 8)
     assert infos["_final_obs"].tolist() == [False, True, True, False, False, False, False, False]
     assert infos["a"].tolist()[:5] == [1.0, 0.0, 0.0, 3.0, 4.0] and infos["final_info"]["a"][1] == 2.0
+
+
+def test_per_env_infos_are_in_batch_order_copied_and_apart_from_the_finals():
+    """``by_env`` (what SB3's and PufferLib's adapters hand out per env): an asynchronous batch's envs 5, 2, 7 in that
+    order take rows 0, 1, 2; columns of numeric infos are expanded; each dict and array is a copy; Finals stay apart."""
+    vector = np.arange(3.0)
+    kept = {"a": 1, "nested": {"v": vector}}
+    columns = merging.Columns(np.array([7]), ("a",), (int,), np.array([[3]], np.int64))
+    finals = merging.Finals(np.array([5]), [np.zeros(2)], [{"last": True}])
+    parts = merging.InfoParts([(2, kept), finals, (5, {"a": 2}), columns], np.array([5, 2, 7]), {})
+    infos, ended = merging.by_env(parts, 3)
+    assert infos[0] == {"a": 2} and infos[2] == {"a": 3} and list(infos[1]) == ["a", "nested"] and infos[1]["a"] == 1
+    assert len(ended) == 1 and ended[0] is finals
+    assert infos[1] is not kept and infos[1]["nested"] is not kept["nested"]
+    assert infos[1]["nested"]["v"] is not vector and np.array_equal(infos[1]["nested"]["v"], vector)
+    infos, _ = merging.by_env(merging.InfoParts([(1, {"b": 4})], None, {}), 2)  # all envs in order: env = row
+    assert infos == [{}, {"b": 4}]

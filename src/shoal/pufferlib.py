@@ -44,7 +44,7 @@ import numpy as np
 
 from shoal.errors import ActionError, ConfigError, MissingDependencyError
 from shoal.vector.cpus import usable_cores
-from shoal.vector.infos import InfoParts, each, owned
+from shoal.vector.infos import InfoParts, by_env, each, owned
 
 try:
     import pufferlib
@@ -379,15 +379,6 @@ def _any_value(array: np.ndarray) -> gymnasium.spaces.Box:
     return gymnasium.spaces.Box(limits.min, limits.max, array.shape, dtype)  # type: ignore[arg-type]
 
 
-def _infos(parts: InfoParts, n: int) -> list[dict[str, Any]]:
-    """Each env's info of a batch of ``n`` (next-step autoreset: one entry per env that has one), in batch order."""
-    rows = None if parts.ids is None else {e: r for r, e in enumerate(parts.ids.tolist())}
-    infos: list[dict[str, Any]] = [{} for _ in range(n)]
-    for env, info in each(parts.entries):  # type: ignore[misc]
-        infos[env if rows is None else rows[env]].update(owned(info))
-    return infos
-
-
 def _logs(parts: InfoParts) -> list[dict[str, Any]]:
     """A batch's infos from native envs: the dicts each returned, one env after another (:class:`_Native`)."""
     return [owned(log) for _, info in each(parts.entries) for log in info.get(_LOGS, ())]  # type: ignore[misc]
@@ -524,7 +515,7 @@ class PufferVecEnv:
                 obs, parts = envs._reset_wait_parts()
                 rewards = np.zeros(n, np.float32)
                 terminals, truncations = np.zeros(n, np.bool_), np.zeros(n, np.bool_)
-                infos = _logs(parts) if self._native else _infos(parts, n)
+                infos = _logs(parts) if self._native else by_env(parts, n)[0]  # (next-step: no Finals)
             else:  # a step's: the infos that hold something
                 obs, rewards, terminals, truncations, parts = envs._recv_parts()
                 rewards = rewards.astype(np.float32)

@@ -34,7 +34,7 @@ from gymnasium.vector.utils import concatenate, create_empty_array
 
 from shoal.errors import ActionError, ConfigError, MissingDependencyError
 from shoal.spaces import FIXED_LEAVES
-from shoal.vector.infos import Finals, InfoParts, each, owned
+from shoal.vector.infos import InfoParts, by_env, owned
 
 try:
     from stable_baselines3.common.vec_env import VecEnv as _SB3VecEnv
@@ -226,18 +226,14 @@ def per_env(
 
     Values are copied where Gymnasium's vector form would have copied them (arrays, nested dicts): a serial env's
     info may be the very dict it keeps."""
-    infos: list[dict[str, Any]] = [{} for _ in range(n)]
+    infos, ended = by_env(parts, n)
     finals: dict[int, tuple[Any, dict[str, Any]]] = {}
-    for entry in each(parts.entries):
-        if isinstance(entry, Finals):
-            obs = entry.obs
-            assert obs is not None, "final observations left in the buffers"
-            values = obs if isinstance(obs, list) else records(obs)
-            for env, last, info in zip(entry.ids.tolist(), values, entry.infos or repeat({})):
-                finals[env] = last, owned(info)
-        else:
-            env, info = entry
-            infos[env].update(owned(info))
+    for entry in ended:
+        obs = entry.obs
+        assert obs is not None, "final observations left in the buffers"
+        values = obs if isinstance(obs, list) else records(obs)
+        for env, last, info in zip(entry.ids.tolist(), values, entry.infos or repeat({})):
+            finals[env] = last, owned(info)
     for key, array in parts.arrays.items():
         for i, info in enumerate(infos):
             info[key] = array[i]

@@ -225,8 +225,8 @@ class GymEngine(Engine):
     def _advance_envs(self, ids: np.ndarray, actions: Any, ended: np.ndarray | None) -> list[dict]:
         # The hot loop: a few Python operations per env beyond env.step itself; an env that ended its episode last
         # step resets in its turn (``ended``; None: none did). A step's results are written by one C call when they
-        # are exactly what the buffers hold (_fast_put: arrays of the leaf's shape and dtype, Python or numpy
-        # floats and bools, ...); anything else, and an info that is not a dict, gets the full checks
+        # are exactly what the buffers hold (_fast_writers: arrays of the leaf's shape and dtype, Python or
+        # numpy floats and bools, ...); anything else, and an info that is not a dict, gets the full checks
         # (shoal.vector.outputs) before numpy writes it, so an observation numpy would broadcast or cast with loss
         # is an error naming the env on any step, not only the first (seed 004 checks the first batch).
         b = self.buffers

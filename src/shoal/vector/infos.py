@@ -97,6 +97,21 @@ class InfoParts(NamedTuple):
     """Info arrays, a row per env of the batch (an engine's, ``steps_taken``, ``env_id``)."""
 
 
+def by_env(parts: InfoParts, n: int) -> tuple[list[dict[str, Any]], list[Finals]]:
+    """A batch's infos as adapters hand them out, one dict per env of the batch (``n``), in batch order, each
+    entry's info copied (:func:`owned`); and the batch's :class:`Finals`. (Its info arrays are left to the caller.)"""
+    rows = None if parts.ids is None else {e: r for r, e in enumerate(parts.ids.tolist())}
+    infos: list[dict[str, Any]] = [{} for _ in range(n)]
+    finals: list[Finals] = []
+    for entry in each(parts.entries):
+        if isinstance(entry, Finals):
+            finals.append(entry)
+        else:
+            env, info = entry
+            infos[env if rows is None else rows[env]].update(owned(info))
+    return infos, finals
+
+
 def owned(info: dict[str, Any]) -> dict[str, Any]:
     """A new dict of ``info``'s values, arrays copied and dicts made anew (what Gymnasium's vector form copies): an
     env may hand out the info dict it keeps, and change it in its next ``step`` or ``reset``."""

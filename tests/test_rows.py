@@ -204,6 +204,20 @@ def test_rows_and_envs_outside_the_buffers_are_errors_not_writes():
     assert not batch.any()
     with pytest.raises(TypeError, match="takes 6 arguments"):
         put(0, 0, obs)
+    with pytest.raises(TypeError, match="takes 6 arguments"):
+        put()
+    with pytest.raises(TypeError, match=r"put_obs\(row, obs\) takes 2 arguments"):
+        RowWriter([((), (), batch)], np.zeros(2), np.zeros(2, np.bool_), np.zeros(2, np.bool_)).put_obs(0)
+    with pytest.raises(ValueError, match="not initialised"):
+        RowWriter.__new__(RowWriter).put(0, 0, obs, 0.0, False, False)
+    half = RowWriter.__new__(RowWriter)  # an __init__ that failed late leaves a writer that writes nothing
+    with pytest.raises(ValueError, match="one item per env"):
+        half.__init__([((), (), batch)], np.zeros(2), np.zeros(3, np.bool_), np.zeros(2, np.bool_))
+    with pytest.raises(ValueError, match="not initialised"):
+        half.put(0, 0, obs, 0.0, False, False)
+    writer = RowWriter([((), (), batch)], np.zeros(2), np.zeros(2, np.bool_), np.zeros(2, np.bool_))
+    with pytest.raises(TypeError, match="already initialised"):  # (its views are held: none may be swapped)
+        writer.__init__([((), (), np.zeros((9, 4), np.float32))], np.zeros(9), np.zeros(9, bool), np.zeros(9, bool))
 
 
 @pytest.mark.parametrize(

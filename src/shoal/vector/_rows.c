@@ -61,6 +61,7 @@ typedef struct {
     double *rewards;
     npy_bool *terms, *truncs;
     npy_intp envs;
+    int ready; /* set once __init__ has succeeded: the only state in which put writes */
 } RowWriter;
 
 static void RowWriter_dealloc(RowWriter *self) {
@@ -197,6 +198,7 @@ static int RowWriter_init(RowWriter *self, PyObject *args, PyObject *kwds) {
     self->rewards = (double *)PyArray_DATA(self->arrays[0]);
     self->terms = (npy_bool *)PyArray_DATA(self->arrays[1]);
     self->truncs = (npy_bool *)PyArray_DATA(self->arrays[2]);
+    self->ready = 1;
     return 0;
 }
 
@@ -388,24 +390,25 @@ static void write_obs(RowWriter *self, Py_ssize_t row) {
     }
 }
 
-static int ready(RowWriter *self) {
-    if (self->arrays[0] == NULL) {
+/* The call's arguments checked (`nargs` of `usage`'s `count`) and the first, the row, read into *row; 0 with an
+ * error set if they are not. */
+static int arguments(RowWriter *self, PyObject *const *args, Py_ssize_t nargs, Py_ssize_t count, const char *usage,
+                     Py_ssize_t *row) {
+    if (nargs != count) {
+        PyErr_Format(PyExc_TypeError, "%s takes %zd arguments", usage, count);
+        return 0;
+    }
+    if (!self->ready) {
         PyErr_SetString(PyExc_ValueError, "RowWriter: not initialised");
         return 0;
     }
-    return 1;
+    *row = PyLong_AsSsize_t(args[0]);
+    return !(*row == -1 && PyErr_Occurred());
 }
 
 static PyObject *RowWriter_put(RowWriter *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 6) {
-        PyErr_SetString(PyExc_TypeError, "put(row, env, obs, reward, terminated, truncated) takes 6 arguments");
-        return NULL;
-    }
-    if (!ready(self)) {
-        return NULL;
-    }
-    Py_ssize_t row = PyLong_AsSsize_t(args[0]);
-    if (row == -1 && PyErr_Occurred()) {
+    Py_ssize_t row;
+    if (!arguments(self, args, nargs, 6, "put(row, env, obs, reward, terminated, truncated)", &row)) {
         return NULL;
     }
     Py_ssize_t env = PyLong_AsSsize_t(args[1]);
@@ -433,15 +436,8 @@ static PyObject *RowWriter_put(RowWriter *self, PyObject *const *args, Py_ssize_
 }
 
 static PyObject *RowWriter_put_obs(RowWriter *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "put_obs(row, obs) takes 2 arguments");
-        return NULL;
-    }
-    if (!ready(self)) {
-        return NULL;
-    }
-    Py_ssize_t row = PyLong_AsSsize_t(args[0]);
-    if (row == -1 && PyErr_Occurred()) {
+    Py_ssize_t row;
+    if (!arguments(self, args, nargs, 2, "put_obs(row, obs)", &row)) {
         return NULL;
     }
     int taken = take_obs(self, row, args[1]);

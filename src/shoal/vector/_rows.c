@@ -178,11 +178,11 @@ static int RowWriter_init(RowWriter *self, PyObject *args, PyObject *kwds) {
         return -1;
     }
     for (Py_ssize_t i = 0; i < count; i++) {
+        self->count = i + 1; /* before: dealloc frees what a failed init_leaf kept (the rest of it is zeros) */
         if (init_leaf(&self->leaves[i], PySequence_Fast_GET_ITEM(seq, i)) < 0) {
             Py_DECREF(seq);
             return -1;
         }
-        self->count = i + 1;
     }
     Py_DECREF(seq);
     if (per_env_array(rewards, NPY_DOUBLE, "rewards", &self->arrays[0]) < 0 ||

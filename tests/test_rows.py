@@ -18,7 +18,7 @@ from helpers import assert_same
 import shoal
 from shoal.spaces import Layout
 from shoal.vector._rows import RowWriter
-from shoal.vector.gym_engine import GymEngine, _sizes
+from shoal.vector.gym_engine import GymEngine
 
 FLOAT_OBS = [
     np.array([1.5, -0.0, np.nan, np.inf], np.float32),
@@ -110,10 +110,6 @@ def _batch(space, n=3):
     return layout, layout.empty(n)
 
 
-def _leaves(layout, batch):
-    return [(path, _sizes(layout.space, path), view) for path, view in layout.leaf_views(batch)]
-
-
 def test_what_it_takes_is_stored_as_numpys_writes_store_it():
     for space, values in [
         (spaces.Box(-np.inf, np.inf, (4,), np.float32), FLOAT_OBS[:2] + [np.array([1e300, -1e300, 0.0, 1.0])]),
@@ -183,7 +179,7 @@ def test_anything_else_writes_nothing(obs, reward, terminated, truncated):
     layout, batch = _batch(DICT_SPACE)
     rewards, terms, truncs = np.full(3, 9.0), np.ones(3, np.bool_), np.ones(3, np.bool_)
     before = batch.copy()
-    put = RowWriter(_leaves(layout, batch), rewards, terms, truncs).put
+    put = RowWriter(layout.leaf_views(batch), rewards, terms, truncs).put
     assert put(1, 1, obs, reward, terminated, truncated) == 0
     assert batch.tobytes() == before.tobytes()
     assert rewards.tolist() == [9.0] * 3 and terms.all() and truncs.all()

@@ -187,6 +187,15 @@ def _(space: spaces.Tuple, batch: np.ndarray | None, path: Path) -> list[tuple[P
     ]
 
 
+def _sizes(space: spaces.Space, path: Path) -> tuple[int, ...]:
+    """How many keys or items each Dict or Tuple on ``path`` has, from ``space`` down."""
+    sizes = []
+    for key in path:
+        sizes.append(len(space.spaces))  # type: ignore[attr-defined]
+        space = space.spaces[key]  # type: ignore[attr-defined]
+    return tuple(sizes)
+
+
 def _at(value: Any, path: Path) -> Any:
     for key in path:
         value = value[key]
@@ -319,10 +328,11 @@ class Layout:
 
         return write_structured
 
-    def leaf_views(self, batch: np.ndarray) -> list[tuple[Path, np.ndarray]]:
-        """``(path, view)`` for every fixed-size leaf of ``batch``: ``value[path[0]][path[1]]...`` is stored in row
-        ``i`` of ``view`` for the value in row ``i`` of ``batch`` (the loose leaves are not among them)."""
-        return _leaf_views(self.space, batch, ())
+    def leaf_views(self, batch: np.ndarray) -> list[tuple[Path, tuple[int, ...], np.ndarray]]:
+        """``(path, sizes, view)`` for every fixed-size leaf of ``batch``: ``value[path[0]][path[1]]...`` is stored
+        in row ``i`` of ``view`` for the value in row ``i`` of ``batch``, and ``sizes[k]`` is how many keys or items
+        the Dict or Tuple that ``path[k]`` indexes has (the loose leaves are not among them)."""
+        return [(path, _sizes(self.space, path), view) for path, view in _leaf_views(self.space, batch, ())]
 
     def check_flattenable(self) -> None:
         """Raise :class:`ConfigError` naming the first leaf that cannot be flattened, if any."""

@@ -100,15 +100,6 @@ def standalone(obs: Any) -> Any:
         return obs
 
 
-def _sizes(space: spaces.Space, path: tuple) -> tuple[int, ...]:
-    """How many keys or items each Dict or Tuple on ``path`` has, from ``space`` down."""
-    sizes = []
-    for key in path:
-        sizes.append(len(space.spaces))  # type: ignore[attr-defined]
-        space = space.spaces[key]  # type: ignore[attr-defined]
-    return tuple(sizes)
-
-
 def _slow_path(*results: Any) -> int:
     """``put`` and ``put_obs`` where no RowWriter serves (loose leaves): nothing written, every step takes the slow
     path."""
@@ -149,10 +140,8 @@ class GymEngine(Engine):
         and return 0, with nothing written, for anything else (shoal.vector._rows). Observations with loose leaves
         always take the slow path."""
         if not self._obs.loose:
-            space = self._obs.space
-            leaves = [(path, _sizes(space, path), view) for path, view in self._obs.leaf_views(b.obs)]
             try:
-                writer = RowWriter(leaves, b.rewards, b.terminations, b.truncations)
+                writer = RowWriter(self._obs.leaf_views(b.obs), b.rewards, b.terminations, b.truncations)
                 return writer.put, writer.put_obs
             except ValueError:  # a leaf it cannot take (a key neither str nor int)
                 pass

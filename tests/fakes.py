@@ -648,6 +648,17 @@ class JoinLeave(ParallelEnv):
         return obs, rewards, terms, truncs, infos
 
 
+class DictJoinLeave(JoinLeave):
+    """:class:`JoinLeave` with Dict observations: ``{"obs": its observation, "pair": (agent number, action % 2)}``
+    (Python ints for the Discrete leaves)."""
+
+    def observation_space(self, agent):
+        return spaces.Dict({"obs": JOIN_LEAVE_OBS, "pair": spaces.Tuple((spaces.Discrete(3), spaces.Discrete(2)))})
+
+    def _obs(self, agent, action=0):
+        return {"obs": super()._obs(agent, action), "pair": ("abc".index(agent), action % 2)}
+
+
 class MoveRaises(BaseWrapper):
     """An AEC env whose ``agent``'s step raises ``ValueError`` on action ``action``."""
 
@@ -672,7 +683,9 @@ def rps_raising():
 
 
 class LiesAboutObs(ParallelEnv):
-    """Agent ``y``'s observation has the wrong shape at step ``bad_at`` (0: at reset)."""
+    """Agent ``y``'s results are bad at step ``bad_at`` (0: at reset), of kind ``what``: ``shape`` (an observation of
+    shape (3,)), ``none`` (None as its observation), ``complex``, ``info`` (its info 5), ``unknown`` (an observation
+    of an agent ``z`` too), ``reward`` (a str), ``flag`` (terminated 2), ``missing`` (no reward entry)."""
 
     metadata = {"name": "lies_v0"}
     possible_agents = ["x", "y"]
@@ -686,21 +699,95 @@ class LiesAboutObs(ParallelEnv):
     def action_space(self, agent):
         return spaces.Discrete(2)
 
-    def _obs(self, t):
-        good = {a: np.zeros(2, np.float32) for a in self.possible_agents}
-        if t == self.bad_at:
-            good["y"] = np.zeros(3, np.float32) if self.what == "shape" else None
-        return good
+    def _results(self):
+        obs = {a: np.zeros(2, np.float32) for a in self.agents}
+        rewards, terms, truncs = ({a: value for a in self.agents} for value in (0.0, False, False))
+        infos = {a: {} for a in self.agents}
+        if self.t == self.bad_at:
+            bad = {"shape": np.zeros(3, np.float32), "none": None, "complex": np.zeros(2, np.complex64)}
+            if self.what in bad:
+                obs["y"] = bad[self.what]
+            elif self.what == "info":
+                infos["y"] = 5
+            elif self.what == "unknown":
+                obs["z"] = np.zeros(2, np.float32)
+            elif self.what == "reward":
+                rewards["y"] = "1.0"
+            elif self.what == "flag":
+                terms["y"] = 2
+            elif self.what == "missing":
+                del rewards["y"]
+        return obs, rewards, terms, truncs, infos
 
     def reset(self, seed=None, options=None):
         self.t = 0
         self.agents = list(self.possible_agents)
-        return self._obs(0), {}
+        obs, *_, infos = self._results()
+        return obs, infos
 
     def step(self, actions):
         self.t += 1
-        flags = {a: False for a in self.agents}
-        return self._obs(self.t), {a: 0.0 for a in self.agents}, flags, dict(flags), {}
+        return self._results()
+
+
+VARIED_OBS = [
+    lambda x: np.full(3, x, np.float32),
+    lambda x: np.full(3, x + 1 / 3),  # float64 for float32 (rounded as numpy casts)
+    lambda x: [x, x + 0.5, -x],  # a list (the slow path)
+    lambda x: np.full(6, x, np.float32)[::2],  # strided (the slow path)
+    lambda x: np.full(3, int(x), np.int64),  # ints (the slow path)
+    lambda x: np.full(3, x, ">f4"),  # big-endian (the slow path)
+]
+VARIED_REWARDS = [1.5, -2, True, np.float64(0.125), np.float32(0.3), np.int64(7), np.bool_(True), np.float16(0.5)]
+VARIED_FLAGS = [False, np.bool_(False), 0, np.int64(0)]  # none of them ends an episode
+
+
+class _Keys(dict):
+    """A dict subclass of its own (the C writer leaves it to the full checks)."""
+
+
+class VariedAgents(ParallelEnv):
+    """Three agents whose results come in every type an env may return, changing from step to step and agent to
+    agent: observations as float32 and float64 arrays, lists, strided, int and big-endian arrays; rewards of every
+    real type; flags as Python and numpy bools and ints 0 and 1; results' dicts as dicts, defaultdicts and a dict
+    subclass; an agent's info missing at times. Agent ``q`` leaves at step 4 (terminated, as a numpy bool) and the
+    episode ends at step 9 (truncated, as an int 1)."""
+
+    metadata = {"name": "varied_agents_v0"}
+    possible_agents = ["p", "q", "r"]
+
+    def observation_space(self, agent):
+        return spaces.Box(-np.inf, np.inf, (3,), np.float32)
+
+    def action_space(self, agent):
+        return spaces.Discrete(2)
+
+    def reset(self, seed=None, options=None):
+        self.base = 0 if seed is None else seed
+        self.t = 0
+        self.agents = list(self.possible_agents)
+        return {a: VARIED_OBS[0](self.base + k) for k, a in enumerate(self.agents)}, {a: {} for a in self.agents}
+
+    def step(self, actions):
+        import collections
+
+        self.t += 1
+        t, n = self.t, self.base + self.t
+        obs, terms, truncs, infos = {}, {}, {}, {}
+        rewards: dict = collections.defaultdict(float) if n % 2 else {}
+        for k, agent in enumerate(self.agents):
+            obs[agent] = VARIED_OBS[(n + k) % len(VARIED_OBS)](n + k + int(actions[agent]))
+            rewards[agent] = VARIED_REWARDS[(n + 2 * k) % len(VARIED_REWARDS)]
+            terms[agent] = VARIED_FLAGS[(n + k) % len(VARIED_FLAGS)]
+            truncs[agent] = VARIED_FLAGS[(n + k + 1) % len(VARIED_FLAGS)]
+            if (n + k) % 3:
+                infos[agent] = {"t": t}
+        if t == 4 and "q" in terms:
+            terms["q"] = np.bool_(True)
+        if t == 9:
+            truncs = dict.fromkeys(truncs, 1)
+        self.agents = [a for a in self.agents if not (terms[a] or truncs[a])]
+        return (_Keys(obs) if n % 5 == 0 else obs), rewards, terms, truncs, infos
 
 
 class Chatter(ParallelEnv):

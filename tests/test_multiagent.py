@@ -10,8 +10,9 @@ import pytest
 from gymnasium import spaces
 
 import shoal
-from fakes import JOIN_LEAVE_OBS, Chatter, JoinLeave, LiesAboutObs, rps_raising
+from fakes import JOIN_LEAVE_OBS, Chatter, DictJoinLeave, JoinLeave, LiesAboutObs, VariedAgents, rps_raising
 from shoal import errors
+from shoal.multiagent.engine import PettingZooEngine
 
 pytest.importorskip("pettingzoo")
 with warnings.catch_warnings():
@@ -394,14 +395,89 @@ def test_a_raising_agent_step_names_env_and_agent(config):
             envs.step(np.ones(6, np.int64))
 
 
-@pytest.mark.parametrize("bad_at, during", [(0, "reset"), (1, "step")])
-def test_bad_agent_outputs_name_env_and_agent(bad_at, during):
-    with shoal.make(partial(LiesAboutObs, bad_at=bad_at), 2, backend="serial") as envs:
-        message = (rf"env 0 \(lies_v0, rows 0-1\) returned bad data for agent 'y' from {during}\(\): "
-                   r"observation: expected shape \(2,\)")
+LIES = {  # kind of bad result -> what the error says after "for agent 'y' from reset() / step(): "
+    "shape": r"observation: expected shape \(2,\) for Box\(0.0, 1.0, \(2,\), float32\), got an array of shape \(3,\)",
+    "none": r"observation: expected a value of Box\(0.0, 1.0, \(2,\), float32\), got None",
+    "complex": r"observation: expected numbers of dtype float32 .* got an array of shape \(2,\) and dtype complex64",
+    "info": r"expected its info as a dict, got int 5",
+    "reward": r"expected the reward as one real number, got str '1.0'",
+    "flag": r"expected terminated as a bool \(or an int 0 or 1\), got int 2",
+    "missing": r"an observation but no entry in rewards",
+}
+
+
+@pytest.mark.parametrize("config", SMALL_BACKENDS[:2])
+@pytest.mark.parametrize(
+    "bad_at, what",
+    [(0, what) for what in ("shape", "none", "complex", "info")] + [(1, what) for what in LIES] +
+    [(3, what) for what in ("shape", "flag")],
+)
+def test_bad_agent_outputs_name_env_and_agent(config, bad_at, what):
+    """Every step's results are checked, not only the first's: at a reset, the first step and a later one."""
+    during = "reset" if bad_at == 0 else "step"
+    with shoal.make(partial(LiesAboutObs, bad_at=bad_at, what=what), 2, **config) as envs:
+        message = rf"env 0 \(lies_v0, rows 0-1\) returned bad data for agent 'y' from {during}\(\): {LIES[what]}"
         with pytest.raises(errors.EnvOutputError, match=message):
             envs.reset(seed=0)
-            envs.step(np.zeros(4, np.int64))
+            for _ in range(bad_at):
+                envs.step(np.zeros(4, np.int64))
+
+
+@pytest.mark.parametrize("bad_at, during", [(0, "reset"), (2, "step")])
+def test_an_agent_not_in_possible_agents_is_named(bad_at, during):
+    with shoal.make(partial(LiesAboutObs, bad_at=bad_at, what="unknown"), 2, backend="serial") as envs:
+        message = (rf"env 0 \(lies_v0, rows 0-1\) returned bad data for agent 'z' from {during}\(\): an agent not "
+                   r"in possible_agents \['x', 'y'\]")
+        with pytest.raises(errors.EnvOutputError, match=message):
+            envs.reset(seed=0)
+            for _ in range(bad_at):
+                envs.step(np.zeros(4, np.int64))
+
+
+@pytest.mark.parametrize("config", SMALL_BACKENDS[:3])
+def test_results_of_every_type_store_as_pettingzoo_returns_them(monkeypatch, config):
+    """An env whose values take the C writer on some steps and the full checks on others (VariedAgents) gives the
+    rows of the same env stepped by hand."""
+    calls = {"slow": 0, "all": 0}
+    fast, slow = PettingZooEngine._write_rows, PettingZooEngine._write_checked
+
+    def count(which, method):
+        def counted(self, *args):
+            calls[which] += 1
+            return method(self, *args)
+
+        return counted
+
+    monkeypatch.setattr(PettingZooEngine, "_write_rows", count("all", fast))
+    monkeypatch.setattr(PettingZooEngine, "_write_checked", count("slow", slow))
+    masks = run_beside(VariedAgents, 3, 40, config)
+    assert not masks.all() and masks.any(axis=2).all()  # q left mid-episode; no env was ever empty
+    if config["backend"] == "serial":  # (the counts are only seen in this process)
+        assert 0 < calls["slow"] < calls["all"], calls
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        JoinLeave,
+        DictJoinLeave,
+        partial(simple_spread_v3.parallel_env, max_cycles=7),
+        partial(pistonball_v6.parallel_env, max_cycles=7),
+        partial(knights_archers_zombies_v11.parallel_env, line_death=True, max_cycles=30),
+        rps_v2.parallel_env,  # rewards in a defaultdict (aec_to_parallel)
+        tictactoe_v3.env,  # turn-based, converted
+    ],
+    ids=["join-leave", "dict-join-leave", "simple-spread", "pistonball", "kaz", "rps", "tictactoe"],
+)
+def test_well_behaved_multiagent_envs_never_take_the_slow_path(monkeypatch, fn):
+    slow = []
+    monkeypatch.setattr(PettingZooEngine, "_write_checked", lambda self, e, *args: slow.append(e))
+    with warnings.catch_warnings(), shoal.make(fn, 2, backend="serial") as envs:
+        warnings.simplefilter("ignore")  # tictactoe warns of illegal random moves
+        envs.reset(seed=0)
+        for _ in range(40):
+            envs.step(envs.action_space.sample())
+    assert slow == []
 
 
 def test_bad_action_rows_are_typed_errors():
@@ -432,13 +508,6 @@ def test_seed_forms():
 
 
 def test_structured_observations_pad_with_zero_records():
-    class DictJoinLeave(JoinLeave):
-        def observation_space(self, agent):
-            return spaces.Dict({"obs": JOIN_LEAVE_OBS, "pair": spaces.Tuple((spaces.Discrete(3), spaces.Discrete(2)))})
-
-        def _obs(self, agent, action=0):
-            return {"obs": super()._obs(agent, action), "pair": ("abc".index(agent), action % 2)}
-
     with shoal.make(DictJoinLeave, 2, backend="serial") as envs:
         obs, info = envs.reset(seed=7)
         for _ in range(3):

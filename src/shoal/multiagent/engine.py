@@ -18,6 +18,7 @@ from gymnasium.vector import AutoresetMode
 from shoal.errors import ConfigError, EnvOutputError, SpaceMismatchError
 from shoal.multiagent.rows import AgentRows
 from shoal.spaces import Layout
+from shoal.vector._rows import RowWriter
 from shoal.vector.buffers import Buffers, item_writers
 from shoal.vector.engine import Engine, blame, close_all, env_error
 from shoal.vector.outputs import Rejected, check_flag, check_reward, observation_check
@@ -63,6 +64,11 @@ def as_parallel(env: Any, name: str) -> Any:
         ) from exc
 
 
+def _no_fast_path(*args: Any) -> None:
+    """``put_agents`` where no RowWriter serves (flattened observations, loose leaves): every step is checked."""
+    return None
+
+
 @dataclass(frozen=True)
 class PettingZooEngineFactory:
     """Builds the engine of a group of rows; pickled (with cloudpickle) into each worker."""
@@ -90,22 +96,36 @@ class PettingZooEngine(Engine):
                 env = as_parallel(factory.env_fns[e](), f"env {e}")
             self.envs.append(env)
             self._check_spaces(e, env)
-        self._write = Layout(rows.observation_space).row_writer(buffers.obs, self.loose_obs)
+        layout = Layout(rows.observation_space)
+        self._write = layout.row_writer(buffers.obs, self.loose_obs)
         self._checks = [observation_check(Layout(space)) for space in rows.observation_spaces]
         self._index = {agent: k for k, agent in enumerate(rows.agents)}
         self._over = np.zeros(len(self.envs), np.bool_)  # which envs ended their episode in their last step
-        self._zero = Layout(rows.observation_space).empty(1)[0]
+        self._zero = layout.empty(1)[0]
         self._action = buffers.spec.action
         # None where every agent's action space is the rows' own (a row's action is then the agent's as it is)
         self._convert = None if all(space == rows.action_space for space in rows.action_spaces) else rows.action
         self._scalars = item_writers(
             buffers.extras["agent_mask"], buffers.rewards, buffers.terminations, buffers.truncations
         )
-        self._env_rows = [np.arange(e * a, (e + 1) * a) for e in range(self.first_env, env_ids.stop // a)]
-        self._env_row_lists = [rows.tolist() for rows in self._env_rows]
+        self._put_agents = self._fast_writer(layout, buffers)
         mine = slice(env_ids.start, env_ids.stop)
         buffers.extras["env_index"][mine] = np.repeat(np.arange(self.first_env, self.first_env + len(self.envs)), a)
         buffers.extras["agent_index"][mine] = np.tile(np.arange(a), len(self.envs))
+
+    def _fast_writer(self, layout: Layout, b: Buffers) -> Callable[..., Any]:
+        """``put_agents(row, target, agents, observations, rewards, terminations, truncations, infos)``: an env's
+        rows written in one C call when every value is exactly what the buffers hold, returning ``(infos, over)``,
+        else None (shoal.vector._rows). Flattened observations and loose leaves always take the slow path."""
+        if not (self.rows.flat_observations or layout.loose):
+            try:
+                writer = RowWriter(
+                    layout.leaf_views(b.obs), b.rewards, b.terminations, b.truncations, b.extras["agent_mask"]
+                )
+                return writer.put_agents
+            except ValueError:  # a leaf it cannot take (a key neither str nor int)
+                pass
+        return _no_fast_path
 
     def _check_spaces(self, e: int, env: Any) -> None:
         rows = self.rows
@@ -146,6 +166,7 @@ class PettingZooEngine(Engine):
     def _reset_envs(self, ids: np.ndarray, seeds: Sequence[int | None], options: dict | None) -> list[dict]:
         a = self.rows.count
         infos: list[dict] = []
+        targets = self.buffers.target_rows(ids[::a]).tolist()
         for j, e in enumerate(self._envs_of(ids).tolist()):
             env = self.envs[e - self.first_env]
             try:
@@ -156,7 +177,7 @@ class PettingZooEngine(Engine):
                 raise self._fail(e, None, f"expected (observations, infos) dicts, got {type(result).__name__}", "reset")
             observations, agent_infos = result
             self._over[e - self.first_env] = False
-            infos += self._write_rows(e, observations, None, agent_infos, "reset")
+            infos += self._write_rows(e, targets[j], observations, None, agent_infos, "reset")[0]
         return infos
 
     def _settle_reset(self, ids: np.ndarray, infos: list[dict]) -> Any:
@@ -171,6 +192,7 @@ class PettingZooEngine(Engine):
         if self._action.structured and isinstance(actions, np.ndarray):
             actions = [self._action.item(actions, j) for j in range(len(ids))]
         infos: list[dict] = []
+        targets = self.buffers.target_rows(ids[::a]).tolist()
         for j, e in enumerate(self._envs_of(ids).tolist()):
             env = self.envs[e - self.first_env]
             first = j * a
@@ -187,40 +209,46 @@ class PettingZooEngine(Engine):
                     e, None, f"expected five dicts (observations, rewards, terminations, truncations, infos), got "
                     f"{type(result).__name__}", "step",
                 )
-            infos += self._write_rows(e, result[0], result[1:4], result[4], "step")
-            over = not env.agents
-            if not over:
-                terms, truncs = result[2], result[3]
-                over = all(terms.get(agent) or truncs.get(agent) for agent in result[0])
-            self._over[e - self.first_env] = over
+            env_infos, over = self._write_rows(e, targets[j], result[0], result[1:4], result[4], "step")
+            infos += env_infos
+            self._over[e - self.first_env] = over or not env.agents
         return infos
 
     def _write_rows(
-        self, e: int, observations: dict, flags: tuple | None, agent_infos: dict, during: str
-    ) -> list[dict]:
-        """Write env ``e``'s rows from its dicts (``flags``: rewards, terminations, truncations; None on reset);
-        rows of agents without an observation become padding. One info dict per row."""
-        # Once per agent per step, so what the loop reads is bound to locals first (a multi-agent env of many cheap
-        # agents spends much of its step here)
-        rows, b = self.rows, self.buffers
+        self, e: int, target: int, observations: dict, flags: tuple | None, agent_infos: dict, during: str
+    ) -> tuple[list[dict], bool]:
+        """Write env ``e``'s rows (observations from row ``target`` on) from its dicts (``flags``: rewards,
+        terminations, truncations; None on reset); rows of agents without an observation become padding. One info
+        dict per row, and whether every agent with an observation ended its episode. One C call when every value is
+        exactly what the buffers hold, else the full checks (:mod:`shoal.vector.outputs`) and numpy's writes."""
+        base = e * self.rows.count
+        if flags is None:
+            done = self._put_agents(base, target, self.rows.agents, observations, None, None, None, agent_infos)
+        else:
+            done = self._put_agents(base, target, self.rows.agents, observations, *flags, agent_infos)
+        return done if done is not None else self._write_checked(e, target, observations, flags, agent_infos, during)
+
+    def _write_checked(
+        self, e: int, target: int, observations: dict, flags: tuple | None, agent_infos: dict, during: str
+    ) -> tuple[list[dict], bool]:
+        """:meth:`_write_rows` for what the C writer did not take: every row checked, then written (again)."""
+        rows = self.rows
         a = rows.count
         base = e * a
         unknown = [agent for agent in observations if agent not in self._index]
         if unknown:
             raise self._fail(e, unknown[0], f"an agent not in possible_agents {list(rows.agents)}", during)
-        env_rows = self._env_rows[e - self.first_env]
-        targets = b.target_rows(env_rows)
-        target = self._env_row_lists[e - self.first_env] if targets is env_rows else targets.tolist()
         mask, rewards, terms, truncs = self._scalars
         write, checks, observation = self._write, self._checks, rows.observation
         by_agent = isinstance(agent_infos, dict)
         if flags is not None:
             agent_rewards, agent_terms, agent_truncs = flags
         infos: list[dict] = []
+        over = True
         for k, agent in enumerate(rows.agents):
             row = base + k
             if agent not in observations:
-                write(target[k], self._zero)
+                write(target + k, self._zero)
                 mask[row] = False
                 if flags is not None:  # a reset leaves them to _settle_reset (same-step mode keeps the final step's)
                     rewards[row] = 0.0
@@ -236,23 +264,26 @@ class PettingZooEngine(Engine):
                     check_reward(reward)
                     check_flag(terminated, "terminated")
                     check_flag(truncated, "truncated")
-                info = agent_infos.get(agent, {}) if by_agent else None
-                if not isinstance(info, dict):
+                if not by_agent:
                     raise Rejected(f"expected infos as a dict of dicts by agent, got {type(agent_infos).__name__}")
+                info = agent_infos.get(agent, {})
+                if not isinstance(info, dict):
+                    raise Rejected(f"expected its info as a dict, got {type(info).__name__} {info!r:.60}")
             except Rejected as bad:
                 raise self._fail(e, agent, bad.what, during) from None
             except KeyError:
                 names = ("rewards", "terminations", "truncations")
                 missing = ", ".join(name for name, flag in zip(names, flags or ()) if agent not in flag)
                 raise self._fail(e, agent, f"an observation but no entry in {missing}", during) from None
-            write(target[k], observation(k, obs))
+            write(target + k, observation(k, obs))
             mask[row] = True
             if flags is not None:
                 rewards[row] = reward
                 terms[row] = terminated
                 truncs[row] = truncated
+                over = over and bool(terminated or truncated)
             infos.append(info)
-        return infos
+        return infos, flags is not None and over
 
     def _episode_over(self, ids: np.ndarray) -> np.ndarray:
         return np.repeat(self._over[self._envs_of(ids) - self.first_env], self.rows.count)

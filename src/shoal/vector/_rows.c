@@ -1,27 +1,39 @@
 /* shoal.vector._rows: one env's step results written into the shared buffers in one call, if they are exactly what
  * the buffers hold.
  *
- * RowWriter(leaves, rewards, terminations, truncations): `leaves` is a sequence of (path, sizes, view), one per
- * fixed-size leaf of the observation space (shoal.spaces.Layout.leaf_views): `path` the keys (str) and indices (int)
- * that lead from an observation to the leaf's value, `sizes` how many keys or items each container on the way has
- * (a dict with another key is not exact), `view` the (n, *leaf shape) array its values are stored in (a field of a
- * structured batch, or the batch itself), each row's bytes contiguous. The other three are the 1-D float64 and bool
- * per-env arrays.
+ * RowWriter(leaves, rewards, terminations, truncations, mask=None): `leaves` is a sequence of (path, sizes, view),
+ * one per fixed-size leaf of the observation space (shoal.spaces.Layout.leaf_views): `path` the keys (str) and
+ * indices (int) that lead from an observation to the leaf's value, `sizes` how many keys or items each container on
+ * the way has (a dict with another key is not exact), `view` the (n, *leaf shape) array its values are stored in (a
+ * field of a structured batch, or the batch itself), each row's bytes contiguous. The others are the 1-D float64 and
+ * bool per-env arrays (a multi-agent env's are per row, and `mask` is its agent_mask).
  *
  * put(row, env, obs, reward, terminated, truncated) -> 0, 1 or 2. It writes obs's leaves into row `row` of their
  * views and the reward and flags into item `env` of the per-env arrays, and returns 2 if the episode ended (either
  * flag set), else 1, only when every value is one the full checks (shoal.vector.outputs) would take and stores as it
  * is:
  * - each leaf an exact numpy array of the leaf's dtype and shape, C-contiguous; a float64 array for a float32 leaf
- *   (converted as numpy converts it, without numpy's warning past float32's range); for a 0-d leaf also a numpy scalar of its dtype, a Python int for an int64 leaf,
- *   a Python float for a float32 or float64 leaf; reached through dicts, OrderedDicts and tuples (not their
- *   subclasses) of the space's sizes;
+ *   (converted as numpy converts it, without numpy's warning past float32's range); for a 0-d leaf also a numpy
+ *   scalar of its dtype, a Python int for an int64 leaf, a Python float for a float32 or float64 leaf; reached
+ *   through dicts, OrderedDicts and tuples (not their subclasses) of the space's sizes;
  * - the reward a Python float, int or bool, or a numpy float64 or float32;
  * - each flag a Python or numpy bool, or a Python int 0 or 1.
  * put_obs(row, obs) -> 0 or 1: the same for an observation alone (a reset's).
  * Anything else returns 0 with nothing written, and the caller takes the slow path: the full checks, which name the
  * env and what was wrong, then numpy's own writes. numpy's own writes would broadcast a (1,)-shaped observation into
  * a (4,) row and cast a float frame into uint8 without a word; this never does, and costs less than those writes.
+ *
+ * put_agents(row, target, agents, observations, rewards, terminations, truncations, infos) -> (infos, over) or None:
+ * one multi-agent env's step or reset (shoal.multiagent.engine). Agent `agents[k]` is item `row + k` of the per-row
+ * arrays and row `target + k` of the views. Each agent in `observations`, its values and its entries in the three
+ * flag dicts exact as above, is written with mask True; each other agent is padding: zeros, mask False, and reward 0,
+ * terminated True, truncated False. On a reset the three flag dicts are None and only observations and mask are
+ * written. It returns one info dict per agent (its entry in `infos`; a new empty dict if it has none or is padding)
+ * and whether every agent it wrote ended its episode (False on a reset). The dicts may be dicts, OrderedDicts or
+ * defaultdicts (PettingZoo's aec_to_parallel returns one). Anything inexact (a dict of another type, an agent not in
+ * `agents`, a missing flag, an info that is not a dict, a value put would refuse) returns None, possibly with some
+ * rows written: the caller takes the slow path, which writes every row again.
+ *
  * The writer holds its views, so the memory it writes into lives as long as it does.
  */
 #define PY_SSIZE_T_CLEAN
@@ -57,9 +69,9 @@ typedef struct {
     PyObject_HEAD
     Py_ssize_t count;
     Leaf *leaves;
-    PyArrayObject *arrays[3]; /* rewards, terminations, truncations */
+    PyArrayObject *arrays[4]; /* rewards, terminations, truncations, and mask or NULL */
     double *rewards;
-    npy_bool *terms, *truncs;
+    npy_bool *terms, *truncs, *mask;
     npy_intp envs;
     int ready; /* set once __init__ has succeeded: the only state in which put writes */
 } RowWriter;
@@ -71,7 +83,7 @@ static void RowWriter_dealloc(RowWriter *self) {
         PyMem_Free(self->leaves[i].sizes);
     }
     PyMem_Free(self->leaves);
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 4; i++) {
         Py_XDECREF(self->arrays[i]);
     }
     Py_TYPE(self)->tp_free((PyObject *)self);
@@ -157,13 +169,13 @@ static int init_leaf(Leaf *leaf, PyObject *pair) {
 }
 
 static int RowWriter_init(RowWriter *self, PyObject *args, PyObject *kwds) {
-    PyObject *leaves, *rewards, *terms, *truncs;
-    static char *kwlist[] = {"leaves", "rewards", "terminations", "truncations", NULL};
+    PyObject *leaves, *rewards, *terms, *truncs, *mask = Py_None;
+    static char *kwlist[] = {"leaves", "rewards", "terminations", "truncations", "mask", NULL};
     if (self->leaves != NULL || self->arrays[0] != NULL) {
         PyErr_SetString(PyExc_TypeError, "RowWriter: already initialised");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOO", kwlist, &leaves, &rewards, &terms, &truncs)) {
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOO|O", kwlist, &leaves, &rewards, &terms, &truncs, &mask)) {
         return -1;
     }
     PyObject *seq = PySequence_Fast(leaves, "RowWriter: leaves must be a sequence");
@@ -187,17 +199,20 @@ static int RowWriter_init(RowWriter *self, PyObject *args, PyObject *kwds) {
     Py_DECREF(seq);
     if (per_env_array(rewards, NPY_DOUBLE, "rewards", &self->arrays[0]) < 0 ||
         per_env_array(terms, NPY_BOOL, "terminations", &self->arrays[1]) < 0 ||
-        per_env_array(truncs, NPY_BOOL, "truncations", &self->arrays[2]) < 0) {
+        per_env_array(truncs, NPY_BOOL, "truncations", &self->arrays[2]) < 0 ||
+        (mask != Py_None && per_env_array(mask, NPY_BOOL, "mask", &self->arrays[3]) < 0)) {
         return -1;
     }
     self->envs = PyArray_DIM(self->arrays[0], 0);
-    if (PyArray_DIM(self->arrays[1], 0) != self->envs || PyArray_DIM(self->arrays[2], 0) != self->envs) {
+    if (PyArray_DIM(self->arrays[1], 0) != self->envs || PyArray_DIM(self->arrays[2], 0) != self->envs ||
+        (self->arrays[3] != NULL && PyArray_DIM(self->arrays[3], 0) != self->envs)) {
         PyErr_SetString(PyExc_ValueError, "RowWriter: the per-env arrays must have one item per env each");
         return -1;
     }
     self->rewards = (double *)PyArray_DATA(self->arrays[0]);
     self->terms = (npy_bool *)PyArray_DATA(self->arrays[1]);
     self->truncs = (npy_bool *)PyArray_DATA(self->arrays[2]);
+    self->mask = self->arrays[3] != NULL ? (npy_bool *)PyArray_DATA(self->arrays[3]) : NULL;
     self->ready = 1;
     return 0;
 }
@@ -448,12 +463,143 @@ static PyObject *RowWriter_put_obs(RowWriter *self, PyObject *const *args, Py_ss
     return PyLong_FromLong(1);
 }
 
+/* Agent `agent`'s entry in `dict` (borrowed), NULL (no error) if it has none or looking it up raised. */
+static PyObject *entry(PyObject *dict, PyObject *agent) {
+    PyObject *value = PyDict_GetItemWithError(dict, agent);
+    if (value == NULL) {
+        PyErr_Clear();
+    }
+    return value;
+}
+
+/* Row `row` (views) and item `env` (per-env arrays) as padding: zeros, mask False, and on a step reward 0,
+ * terminated True, truncated False. */
+static void write_padding(RowWriter *self, Py_ssize_t row, Py_ssize_t env, int stepping) {
+    for (Py_ssize_t i = 0; i < self->count; i++) {
+        Leaf *leaf = &self->leaves[i];
+        memset(leaf->base + row * leaf->stride, 0, leaf->nbytes);
+    }
+    self->mask[env] = 0;
+    if (stepping) {
+        self->rewards[env] = 0.0;
+        self->terms[env] = 1;
+        self->truncs[env] = 0;
+    }
+}
+
+static PyTypeObject *DefaultDict; /* collections.defaultdict: PettingZoo's aec_to_parallel returns rewards in one */
+
+/* Whether `obj` is a dict whose items are read as a dict's: a dict, an OrderedDict or a defaultdict (the items it
+ * has; a missing one leaves the fast path, as does any other subclass, which may read its items its own way). */
+static int plain_dict(PyObject *obj) {
+    return PyDict_CheckExact(obj) || PyODict_CheckExact(obj) || Py_TYPE(obj) == DefaultDict;
+}
+
+static PyObject *RowWriter_put_agents(RowWriter *self, PyObject *const *args, Py_ssize_t nargs) {
+    Py_ssize_t row;
+    if (!arguments(self, args, nargs, 8,
+                   "put_agents(row, target, agents, observations, rewards, terminations, truncations, infos)", &row)) {
+        return NULL;
+    }
+    Py_ssize_t target = PyLong_AsSsize_t(args[1]);
+    if (target == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    PyObject *agents = args[2], *observations = args[3], *rewards = args[4], *terms = args[5], *truncs = args[6],
+             *infos = args[7];
+    if (self->mask == NULL) {
+        PyErr_SetString(PyExc_ValueError, "put_agents: the writer has no mask");
+        return NULL;
+    }
+    if (!PyTuple_CheckExact(agents)) {
+        PyErr_SetString(PyExc_TypeError, "put_agents: agents must be a tuple");
+        return NULL;
+    }
+    Py_ssize_t count = PyTuple_GET_SIZE(agents);
+    if (row < 0 || row > self->envs - count) {
+        PyErr_Format(PyExc_IndexError, "put_agents: rows %zd to %zd outside the %zd envs", row, row + count - 1,
+                     (Py_ssize_t)self->envs);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < self->count; i++) {
+        if (target < 0 || target > self->leaves[i].rows - count) {
+            PyErr_Format(PyExc_IndexError, "put_agents: rows %zd to %zd outside the %zd rows", target,
+                         target + count - 1, (Py_ssize_t)self->leaves[i].rows);
+            return NULL;
+        }
+    }
+    int stepping = rewards != Py_None;
+    if (!plain_dict(observations) || !plain_dict(infos) ||
+        (stepping ? !plain_dict(rewards) || !plain_dict(terms) || !plain_dict(truncs)
+                  : terms != Py_None || truncs != Py_None)) {
+        Py_RETURN_NONE;
+    }
+    PyObject *list = PyList_New(count);
+    if (list == NULL) {
+        return NULL;
+    }
+    Py_ssize_t live = 0, ended = 0;
+    for (Py_ssize_t k = 0; k < count; k++) {
+        PyObject *agent = PyTuple_GET_ITEM(agents, k);
+        PyObject *obs = entry(observations, agent), *info = NULL;
+        if (obs == NULL) {
+            write_padding(self, target + k, row + k, stepping);
+        } else {
+            live++;
+            info = entry(infos, agent);
+            if (info != NULL && !PyDict_Check(info)) {
+                goto inexact;
+            }
+            double reward = 0.0;
+            npy_bool terminated = 0, truncated = 0;
+            if (stepping) {
+                PyObject *r = entry(rewards, agent), *t = entry(terms, agent), *u = entry(truncs, agent);
+                if (r == NULL || t == NULL || u == NULL || !as_reward(r, &reward) || !as_flag(t, &terminated) ||
+                    !as_flag(u, &truncated)) {
+                    goto inexact;
+                }
+            }
+            if (take_obs(self, target + k, obs) <= 0) { /* (0: inexact; the rows were checked above) */
+                goto inexact;
+            }
+            write_obs(self, target + k);
+            self->mask[row + k] = 1;
+            if (stepping) {
+                self->rewards[row + k] = reward;
+                self->terms[row + k] = terminated;
+                self->truncs[row + k] = truncated;
+                ended += terminated || truncated;
+            }
+        }
+        if (info == NULL) {
+            info = PyDict_New();
+            if (info == NULL) {
+                Py_DECREF(list);
+                return NULL;
+            }
+        } else {
+            Py_INCREF(info);
+        }
+        PyList_SET_ITEM(list, k, info);
+    }
+    if (live != PyDict_GET_SIZE(observations)) { /* an observation of an agent not in `agents` */
+        goto inexact;
+    }
+    return Py_BuildValue("(NO)", list, stepping && ended == live ? Py_True : Py_False);
+inexact:
+    Py_DECREF(list);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef RowWriter_methods[] = {
     {"put", (PyCFunction)(void (*)(void))RowWriter_put, METH_FASTCALL,
      "put(row, env, obs, reward, terminated, truncated) -> 0 (nothing written: not exact), 1, or 2 (written; the "
      "episode ended)"},
     {"put_obs", (PyCFunction)(void (*)(void))RowWriter_put_obs, METH_FASTCALL,
      "put_obs(row, obs) -> 0 (nothing written: not exact) or 1 (written): a reset's observation"},
+    {"put_agents", (PyCFunction)(void (*)(void))RowWriter_put_agents, METH_FASTCALL,
+     "put_agents(row, target, agents, observations, rewards, terminations, truncations, infos) -> (infos, over), "
+     "or None (not exact; rows may be written): a multi-agent env's step or reset"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -463,7 +609,7 @@ static PyTypeObject RowWriterType = {
     .tp_basicsize = sizeof(RowWriter),
     .tp_dealloc = (destructor)RowWriter_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "RowWriter(leaves, rewards, terminations, truncations): see the module's docstring",
+    .tp_doc = "RowWriter(leaves, rewards, terminations, truncations, mask=None): see the module's docstring",
     .tp_methods = RowWriter_methods,
     .tp_init = (initproc)RowWriter_init,
     .tp_new = PyType_GenericNew,
@@ -473,6 +619,15 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_rows", NULL, -1, NU
 
 PyMODINIT_FUNC PyInit__rows(void) {
     import_array();
+    PyObject *collections = PyImport_ImportModule("collections");
+    if (collections == NULL) {
+        return NULL;
+    }
+    DefaultDict = (PyTypeObject *)PyObject_GetAttrString(collections, "defaultdict"); /* kept for good */
+    Py_DECREF(collections);
+    if (DefaultDict == NULL) {
+        return NULL;
+    }
     if (PyType_Ready(&RowWriterType) < 0) {
         return NULL;
     }

@@ -422,6 +422,10 @@ class BadDataEnv(gym.Env):
             self.observation_space = spaces.Dict(
                 {"pos": spaces.Box(-1, 1, (2,), np.float32), "id": spaces.Discrete(3)}
             )
+        if kind.startswith("loose"):  # a loose leaf (Text) in a dict of its own
+            self.observation_space = spaces.Dict(
+                {"pos": spaces.Box(-1, 1, (2,), np.float32), "note": spaces.Dict({"said": spaces.Text(8)})}
+            )
         self.action_space = spaces.Discrete(2)
 
     def _good(self):
@@ -468,6 +472,12 @@ class BadDataEnv(gym.Env):
             obs = {"pos": np.float32(0.5), "id": 1}
         elif kind == "dict_extra_key":
             obs = {**obs, "extra": 1}
+        elif kind == "loose_missing":
+            obs = {"pos": obs["pos"], "note": {}}
+        elif kind == "loose_extra_key":
+            obs = {"pos": obs["pos"], "note": {"said": "hi", "extra": 1}}
+        elif kind == "loose_not_a_dict":
+            obs = {"pos": obs["pos"], "note": "hi"}
         return obs, reward, terminated, truncated, info
 
     def reset(self, *, seed=None, options=None):

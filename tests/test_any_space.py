@@ -145,3 +145,31 @@ def test_minigrid_equals_gymnasium():
             for g, e in zip(rollout(envs, lambda t: acts[t], 300, 1), rollout(ref, lambda t: acts[t], 300, 1)):
                 assert_same(g, e)
     ref.close()
+
+
+class _Reuses(gym.Env):
+    """A loose leaf (a Sequence) whose value holds the one array the env keeps and changes in place every step, and a
+    Text leaf beside it."""
+
+    observation_space = gym.spaces.Dict({
+        "seen": gym.spaces.Sequence(gym.spaces.Box(0, 99, (2,), np.float32)),
+        "said": gym.spaces.Text(8),
+    })
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        self.kept = np.zeros(2, np.float32)
+        return {"seen": (self.kept,), "said": "r"}, {}
+
+    def step(self, action):
+        self.kept += 1
+        return {"seen": (self.kept,), "said": f"s{int(self.kept[0])}"}, 0.0, False, False, {}
+
+
+def test_copied_batches_keep_loose_values_an_env_changes_later():
+    with shoal.make(_Reuses, 2, backend="serial") as envs:  # copy=True, the default
+        envs.reset(seed=0)
+        first = envs.step(np.zeros(2, np.int64))[0]
+        envs.step(np.zeros(2, np.int64))
+        assert [seen[0].tolist() for seen in first["seen"]] == [[1, 1], [1, 1]]
+        assert first["said"] == ("s1", "s1")

@@ -6,6 +6,7 @@ SyncVectorEnv whatever types an env returns."""
 from __future__ import annotations
 
 import functools
+import importlib.util
 from collections import OrderedDict, defaultdict
 from contextlib import closing
 
@@ -18,7 +19,7 @@ from helpers import assert_same
 import shoal
 from shoal.spaces import Layout
 from shoal.vector._rows import RowWriter
-from shoal.vector.gym_engine import GymEngine
+from shoal.vector import gym_engine
 
 FLOAT_OBS = [
     np.array([1.5, -0.0, np.nan, np.inf], np.float32),
@@ -95,7 +96,51 @@ class VariedDict(gym.Env):
         return self._obs(), float(action), False, self.t % 9 == 0, {}
 
 
-@pytest.mark.parametrize("env_fn", [Varied, VariedDict])
+class Said(gym.Env):
+    """A Dict observation with a loose leaf (Text) in a Dict of its own, beside fixed-size ones: what it says changes
+    every step; ``exact``: its position is always a float32 array (else at times a list: the slow path)."""
+
+    observation_space = spaces.Dict(
+        {"pos": spaces.Box(-1, 1, (2,), np.float32), "note": spaces.Dict({"said": spaces.Text(8)}),
+         "id": spaces.Discrete(3)}
+    )
+    action_space = spaces.Discrete(2)
+
+    def __init__(self, exact: bool = False) -> None:
+        self.exact = exact
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = int(self.np_random.integers(10))
+        return self._obs(), {}
+
+    def _obs(self):
+        t = self.t
+        pos = [t / 20 % 1, -0.5] if t % 3 == 0 and not self.exact else np.array([t / 20 % 1, -0.5], np.float32)
+        return {"pos": pos, "note": {"said": f"t{t}"}, "id": t % 3}
+
+    def step(self, action):
+        self.t += 1
+        return self._obs(), float(action), False, self.t % 7 == 0, {}
+
+
+class Words(gym.Env):
+    """An observation that is all one loose leaf (Text): nothing of it goes into the shared records."""
+
+    observation_space = spaces.Text(8)
+    action_space = spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = int(self.np_random.integers(10))
+        return f"r{self.t}", {}
+
+    def step(self, action):
+        self.t += 1
+        return f"s{self.t}a{action}", 1.0, self.t % 5 == 0, False, {}
+
+
+@pytest.mark.parametrize("env_fn", [Varied, VariedDict, Said, Words])
 def test_any_types_of_results_store_as_gymnasiums_sync_vector_env_stores_them(backend, env_fn):
     fns = [env_fn] * 4
     actions = [np.array([t % 2, 1, 0, (t // 2) % 2]) for t in range(60)]
@@ -225,7 +270,9 @@ def test_rows_and_envs_outside_the_buffers_are_errors_not_writes():
         (([((), (), np.zeros((2, 4), np.float32))], np.zeros(2), np.zeros(3, bool), np.zeros(2, bool)),
          "one item per env"),
         (([(("a",), (), np.zeros((2, 4), np.float32))], np.zeros(2), np.zeros(2, bool), np.zeros(2, bool)),
-         r"\(path, sizes, array\)"),
+         r"\(path, sizes, array or None\)"),
+        (([((), (), [[0.0] * 4] * 2)], np.zeros(2), np.zeros(2, bool), np.zeros(2, bool)),
+         r"\(path, sizes, array or None\)"),
         (([((1.5,), (1,), np.zeros((2, 4), np.float32))], np.zeros(2), np.zeros(2, bool), np.zeros(2, bool)),
          "keys must be str or int"),
         (([((), (), np.zeros((2, 4), np.float32)), (("a",), (-1,), np.zeros((2, 4), np.float32))], np.zeros(2),
@@ -233,12 +280,18 @@ def test_rows_and_envs_outside_the_buffers_are_errors_not_writes():
         (([((), (), np.zeros(2, [("a", np.float32)]))], np.zeros(2), np.zeros(2, bool), np.zeros(2, bool)),
          "plain number type"),
     ],
-    ids=["strided-rows", "float32-rewards", "flags-length", "sizes-length", "float-key", "negative-size",
+    ids=["strided-rows", "float32-rewards", "flags-length", "sizes-length", "list-view", "float-key", "negative-size",
          "record-leaf"],
 )
 def test_a_writer_over_buffers_it_cannot_serve_is_refused(args, match):
     with pytest.raises(ValueError, match=match):
         RowWriter(*args)
+
+
+def _minigrid():
+    import minigrid  # noqa: F401 (registers its ids)
+
+    return gym.make("MiniGrid-Empty-5x5-v0")  # a Dict with a Text leaf (the mission)
 
 
 @pytest.mark.parametrize(
@@ -251,13 +304,19 @@ def test_a_writer_over_buffers_it_cannot_serve_is_refused(args, match):
         lambda: gym.wrappers.TransformObservation(  # float64 observations for a float32 space, every step
             gym.make("CartPole-v1"), lambda obs: obs.astype(np.float64), gym.make("CartPole-v1").observation_space
         ),
+        functools.partial(Said, exact=True),
+        Words,
+        pytest.param(_minigrid, marks=pytest.mark.skipif(
+            importlib.util.find_spec("minigrid") is None, reason="minigrid is not installed (the test extra has it)")),
     ],
-    ids=["cartpole", "pendulum", "dict-of-python-and-numpy-scalars", "ordered-dict", "float64-for-float32"],
+    ids=["cartpole", "pendulum", "dict-of-python-and-numpy-scalars", "ordered-dict", "float64-for-float32",
+         "dict-with-text", "text", "minigrid"],
 )
 def test_well_behaved_envs_never_take_the_slow_path(monkeypatch, env_fn):
-    slow = []
-    original = GymEngine._put_checked
-    monkeypatch.setattr(GymEngine, "_put_checked", lambda self, *a: slow.append(a[0]) or original(self, *a))
+    slow = []  # the observations the full checks saw (the slow path of a step or a reset)
+    full_checks = gym_engine.observation_check
+    monkeypatch.setattr(gym_engine, "observation_check", lambda layout: lambda obs: slow.append(obs) or
+                        full_checks(layout)(obs))
     with shoal.make(env_fn, 4, backend="serial") as envs:
         envs.reset(seed=0)
         for _ in range(300):
@@ -361,3 +420,23 @@ def test_put_agents_outside_the_buffers_or_without_a_mask_is_an_error():
         unmasked.put_agents(0, 0, AGENTS, *GOOD)
     with pytest.raises(ValueError, match="one item per env"):
         RowWriter([((), (), batch)], np.zeros(4), np.zeros(4, bool), np.zeros(4, bool), np.zeros(3, bool))
+
+
+def test_a_loose_leaf_is_walked_but_not_written():
+    """A loose leaf's entry (view None): the containers on its path must be exact, its value is the caller's."""
+    layout, batch = _batch(Said.observation_space)
+    leaves = layout.writer_leaves(batch)
+    assert [(path, sizes, view is None) for path, sizes, view in leaves[-1:]] == [(("note", "said"), (3, 1), True)]
+    rewards, terms, truncs, mask = np.zeros(3), np.zeros(3, bool), np.zeros(3, bool), np.zeros(3, bool)
+    writer = RowWriter(leaves, rewards, terms, truncs, mask)
+    pos = np.array([0.5, -0.5], np.float32)
+    assert writer.put(1, 1, {"pos": pos, "note": {"said": "anything"}, "id": 2}, 1.0, False, True) == 2
+    assert batch[1]["pos"].tolist() == [0.5, -0.5] and batch[1]["id"] == 2 and truncs.tolist() == [0, 1, 0]
+    for note in [{}, {"said": "x", "extra": 1}, "said", ("x",)]:
+        assert writer.put(2, 2, {"pos": pos, "note": note, "id": 1}, 1.0, False, False) == 0
+        assert writer.put_obs(2, {"pos": pos, "note": note, "id": 1}) == 0
+    assert not batch[2]["pos"].any() and batch[2]["id"] == 0
+    live = {"a": {"pos": pos, "note": {"said": 1}, "id": 1}, "c": {"pos": pos, "note": {"said": None}, "id": 1}}
+    assert writer.put_agents(0, 0, AGENTS, live, None, None, None, {}) == ([{}, {}, {}], False)
+    assert batch["id"].tolist() == [1, 0, 1] and not batch[1]["pos"].any()  # b is padding: its fixed leaves zeroed
+    assert mask.tolist() == [1, 0, 1]

@@ -196,6 +196,10 @@ def _sizes(space: spaces.Space, path: Path) -> tuple[int, ...]:
     return tuple(sizes)
 
 
+_IMMUTABLE = frozenset({str, bytes, int, float, bool, type(None)})
+"""Types of loose values that a copy of a batch may share with the engine's (nothing can change them)."""
+
+
 def _at(value: Any, path: Path) -> Any:
     for key in path:
         value = value[key]
@@ -271,8 +275,8 @@ class Layout:
             return batch.copy() if copy else batch
         if self.loose and (loose is None or len(loose) != len(self.loose)):
             self._loose_missing(loose)
-        if copy and loose:
-            loose = copying.deepcopy(list(loose))
+        if copy and loose:  # (a Text leaf's strs need no copy: deepcopy would walk them to give them back)
+            loose = [v if all(type(x) in _IMMUTABLE for x in v) else copying.deepcopy(v) for v in loose]
         return self._read(batch, _copied if copy else _as_is, loose or ())
 
     def item(self, batch: np.ndarray, index: int, loose: Sequence[Any] | None = None) -> Any:
@@ -333,6 +337,13 @@ class Layout:
         in row ``i`` of ``view`` for the value in row ``i`` of ``batch``, and ``sizes[k]`` is how many keys or items
         the Dict or Tuple that ``path[k]`` indexes has (the loose leaves are not among them)."""
         return [(path, _sizes(self.space, path), view) for path, view in _leaf_views(self.space, batch, ())]
+
+    def writer_leaves(self, batch: np.ndarray) -> list[tuple[Path, tuple[int, ...], np.ndarray | None]]:
+        """What the C writer (``shoal.vector._rows.RowWriter``) takes: :meth:`leaf_views`, then ``(path, sizes,
+        None)`` for each loose leaf, whose path it walks (checking the containers on it) but whose value it does not
+        store (:meth:`loose_values` reads those)."""
+        loose = [(path, _sizes(self.space, path), None) for path in self.loose_paths]
+        return [*self.leaf_views(batch), *loose]
 
     def check_flattenable(self) -> None:
         """Raise :class:`ConfigError` naming the first leaf that cannot be flattened, if any."""

@@ -5,8 +5,10 @@
  * one per fixed-size leaf of the observation space (shoal.spaces.Layout.leaf_views): `path` the keys (str) and
  * indices (int) that lead from an observation to the leaf's value, `sizes` how many keys or items each container on
  * the way has (a dict with another key is not exact), `view` the (n, *leaf shape) array its values are stored in (a
- * field of a structured batch, or the batch itself), each row's bytes contiguous. The others are the 1-D float64 and
- * bool per-env arrays (a multi-agent env's are per row, and `mask` is its agent_mask).
+ * field of a structured batch, or the batch itself), each row's bytes contiguous; or None for a loose leaf (Text,
+ * Graph, ...: shoal.spaces.Layout.writer_leaves), whose path is walked, so its containers are checked, but whose
+ * value is the caller's to keep. The others are the 1-D float64 and bool per-env arrays (a multi-agent env's are per
+ * row, and `mask` is its agent_mask).
  *
  * put(row, env, obs, reward, terminated, truncated) -> 0, 1 or 2. It writes obs's leaves into row `row` of their
  * views and the reward and flags into item `env` of the per-env arrays, and returns 2 if the episode ended (either
@@ -51,7 +53,7 @@ enum source { COPY, F64_TO_F32, SCALAR };
 typedef struct {
     PyObject *path;  /* tuple of keys */
     Py_ssize_t *sizes; /* of each container on the path */
-    PyArrayObject *view;
+    PyArrayObject *view; /* NULL for a loose leaf: walked, never written */
     char *base;
     npy_intp stride; /* bytes between rows */
     npy_intp rows;
@@ -103,34 +105,8 @@ static int per_env_array(PyObject *obj, int type, const char *name, PyArrayObjec
     return 0;
 }
 
-static int init_leaf(Leaf *leaf, PyObject *pair) {
-    PyObject *path, *sizes, *view;
-    if (!PyTuple_Check(pair) ||
-        !PyArg_ParseTuple(pair, "O!O!O!", &PyTuple_Type, &path, &PyTuple_Type, &sizes, &PyArray_Type, &view) ||
-        PyTuple_GET_SIZE(sizes) != PyTuple_GET_SIZE(path)) {
-        PyErr_Clear();
-        PyErr_SetString(PyExc_ValueError, "RowWriter: each leaf must be a (path, sizes, array) tuple");
-        return -1;
-    }
-    PyArrayObject *array = (PyArrayObject *)view;
-    int nd = PyArray_NDIM(array);
-    if (nd < 1 || !PyArray_ISWRITEABLE(array)) {
-        PyErr_SetString(PyExc_ValueError, "RowWriter: a leaf's view must be a writable array of one row per env");
-        return -1;
-    }
-    PyArray_Descr *descr = PyArray_DESCR(array);
-    npy_intp expected = PyDataType_ELSIZE(descr); /* each row's bytes must lie together, in C order */
-    for (int d = nd - 1; d >= 1; d--) {
-        if (PyArray_DIM(array, d) > 1 && PyArray_STRIDE(array, d) != expected) {
-            PyErr_SetString(PyExc_ValueError, "RowWriter: a leaf's rows must each be C-contiguous");
-            return -1;
-        }
-        expected *= PyArray_DIM(array, d);
-    }
-    if (PyDataType_ELSIZE(descr) > SCALAR_BYTES || PyDataType_HASFIELDS(descr) || PyDataType_HASSUBARRAY(descr)) {
-        PyErr_SetString(PyExc_ValueError, "RowWriter: a leaf's dtype must be a plain number type");
-        return -1;
-    }
+/* The leaf's path (keys str or int) and the sizes of the containers on it. */
+static int init_path(Leaf *leaf, PyObject *path, PyObject *sizes) {
     for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(path); k++) {
         PyObject *key = PyTuple_GET_ITEM(path, k);
         if (!PyUnicode_CheckExact(key) && !PyLong_CheckExact(key)) {
@@ -153,8 +129,45 @@ static int init_leaf(Leaf *leaf, PyObject *pair) {
         }
     }
     Py_INCREF(path);
-    Py_INCREF(view);
     leaf->path = path;
+    return 0;
+}
+
+static int init_leaf(Leaf *leaf, PyObject *pair) {
+    PyObject *path, *sizes, *view;
+    if (!PyTuple_Check(pair) ||
+        !PyArg_ParseTuple(pair, "O!O!O", &PyTuple_Type, &path, &PyTuple_Type, &sizes, &view) ||
+        (view != Py_None && !PyArray_Check(view)) || PyTuple_GET_SIZE(sizes) != PyTuple_GET_SIZE(path)) {
+        PyErr_Clear();
+        PyErr_SetString(PyExc_ValueError, "RowWriter: each leaf must be a (path, sizes, array or None) tuple");
+        return -1;
+    }
+    if (init_path(leaf, path, sizes) < 0) {
+        return -1;
+    }
+    if (view == Py_None) {
+        return 0;
+    }
+    PyArrayObject *array = (PyArrayObject *)view;
+    int nd = PyArray_NDIM(array);
+    if (nd < 1 || !PyArray_ISWRITEABLE(array)) {
+        PyErr_SetString(PyExc_ValueError, "RowWriter: a leaf's view must be a writable array of one row per env");
+        return -1;
+    }
+    PyArray_Descr *descr = PyArray_DESCR(array);
+    npy_intp expected = PyDataType_ELSIZE(descr); /* each row's bytes must lie together, in C order */
+    for (int d = nd - 1; d >= 1; d--) {
+        if (PyArray_DIM(array, d) > 1 && PyArray_STRIDE(array, d) != expected) {
+            PyErr_SetString(PyExc_ValueError, "RowWriter: a leaf's rows must each be C-contiguous");
+            return -1;
+        }
+        expected *= PyArray_DIM(array, d);
+    }
+    if (PyDataType_ELSIZE(descr) > SCALAR_BYTES || PyDataType_HASFIELDS(descr) || PyDataType_HASSUBARRAY(descr)) {
+        PyErr_SetString(PyExc_ValueError, "RowWriter: a leaf's dtype must be a plain number type");
+        return -1;
+    }
+    Py_INCREF(view);
     leaf->view = array;
     leaf->base = PyArray_BYTES(array);
     leaf->stride = PyArray_STRIDE(array, 0);
@@ -373,12 +386,12 @@ static int as_reward(PyObject *value, double *out) {
 static int take_obs(RowWriter *self, Py_ssize_t row, PyObject *obs) {
     for (Py_ssize_t i = 0; i < self->count; i++) { /* every leaf looked at before any is written */
         Leaf *leaf = &self->leaves[i];
-        if (row < 0 || row >= leaf->rows) {
+        if (leaf->view != NULL && (row < 0 || row >= leaf->rows)) {
             PyErr_Format(PyExc_IndexError, "put: row %zd outside the %zd rows", row, (Py_ssize_t)leaf->rows);
             return -1;
         }
         PyObject *value = walk(obs, leaf);
-        if (value == NULL || !classify(leaf, value)) {
+        if (value == NULL || (leaf->view != NULL && !classify(leaf, value))) {
             return 0;
         }
     }
@@ -389,6 +402,9 @@ static int take_obs(RowWriter *self, Py_ssize_t row, PyObject *obs) {
 static void write_obs(RowWriter *self, Py_ssize_t row) {
     for (Py_ssize_t i = 0; i < self->count; i++) {
         Leaf *leaf = &self->leaves[i];
+        if (leaf->view == NULL) {
+            continue;
+        }
         char *dst = leaf->base + row * leaf->stride;
         if (leaf->source == COPY) {
             memcpy(dst, leaf->src, leaf->nbytes);
@@ -477,7 +493,9 @@ static PyObject *entry(PyObject *dict, PyObject *agent) {
 static void write_padding(RowWriter *self, Py_ssize_t row, Py_ssize_t env, int stepping) {
     for (Py_ssize_t i = 0; i < self->count; i++) {
         Leaf *leaf = &self->leaves[i];
-        memset(leaf->base + row * leaf->stride, 0, leaf->nbytes);
+        if (leaf->view != NULL) {
+            memset(leaf->base + row * leaf->stride, 0, leaf->nbytes);
+        }
     }
     self->mask[env] = 0;
     if (stepping) {
@@ -522,7 +540,7 @@ static PyObject *RowWriter_put_agents(RowWriter *self, PyObject *const *args, Py
         return NULL;
     }
     for (Py_ssize_t i = 0; i < self->count; i++) {
-        if (target < 0 || target > self->leaves[i].rows - count) {
+        if (self->leaves[i].view != NULL && (target < 0 || target > self->leaves[i].rows - count)) {
             PyErr_Format(PyExc_IndexError, "put_agents: rows %zd to %zd outside the %zd rows", target,
                          target + count - 1, (Py_ssize_t)self->leaves[i].rows);
             return NULL;

@@ -101,8 +101,7 @@ def standalone(obs: Any) -> Any:
 
 
 def _slow_path(*results: Any) -> int:
-    """``put`` and ``put_obs`` where no RowWriter serves (loose leaves): nothing written, every step takes the slow
-    path."""
+    """``put`` and ``put_obs`` where no RowWriter serves: nothing written, every step takes the slow path."""
     return 0
 
 
@@ -137,15 +136,29 @@ class GymEngine(Engine):
     def _fast_writers(self, b: Buffers) -> tuple[Callable[..., int], Callable[[int, Any], int]]:
         """``put(row, env_id, obs, reward, terminated, truncated)`` and ``put_obs(row, obs)`` (a reset's): they write
         results that are exactly what the buffers hold in one C call and return 2 (``put``: the episode ended) or 1,
-        and return 0, with nothing written, for anything else (shoal.vector._rows). Observations with loose leaves
-        always take the slow path."""
+        and return 0, with nothing written, for anything else (shoal.vector._rows). Loose leaves (Text, Graph, ...)
+        are kept as they come, as the slow path keeps them, once the C call has taken the rest."""
+        try:
+            writer = RowWriter(self._obs.writer_leaves(b.obs), b.rewards, b.terminations, b.truncations)
+        except ValueError:  # a leaf it cannot take (a key neither str nor int)
+            return _slow_path, _slow_path
         if not self._obs.loose:
-            try:
-                writer = RowWriter(self._obs.leaf_views(b.obs), b.rewards, b.terminations, b.truncations)
-                return writer.put, writer.put_obs
-            except ValueError:  # a leaf it cannot take (a key neither str nor int)
-                pass
-        return _slow_path, _slow_path
+            return writer.put, writer.put_obs
+        keep, sink = self._obs.loose_values, self.loose_obs
+
+        def put(row: int, env_id: int, obs: Any, reward: Any, terminated: Any, truncated: Any) -> int:
+            written = writer.put(row, env_id, obs, reward, terminated, truncated)
+            if written:
+                sink[row] = keep(obs)
+            return written
+
+        def put_obs(row: int, obs: Any) -> int:
+            written = writer.put_obs(row, obs)
+            if written:
+                sink[row] = keep(obs)
+            return written
+
+        return put, put_obs
 
     def _check_spaces(self, env_id: int, env: Env, factory: GymEngineFactory) -> None:
         refuse_foreign(env)

@@ -695,7 +695,8 @@ def rps_raising():
 class LiesAboutObs(ParallelEnv):
     """Agent ``y``'s results are bad at step ``bad_at`` (0: at reset), of kind ``what``: ``shape`` (an observation of
     shape (3,)), ``none`` (None as its observation), ``complex``, ``info`` (its info 5), ``unknown`` (an observation
-    of an agent ``z`` too), ``reward`` (a str), ``flag`` (terminated 2), ``missing`` (no reward entry)."""
+    of an agent ``z`` too), ``reward`` (a str), ``flag`` (terminated 2), ``missing`` (no reward entry); or ``far``, a
+    float64 past float32's range (not bad: numpy stores inf and warns)."""
 
     metadata = {"name": "lies_v0"}
     possible_agents = ["x", "y"]
@@ -714,7 +715,8 @@ class LiesAboutObs(ParallelEnv):
         rewards, terms, truncs = ({a: value for a in self.agents} for value in (0.0, False, False))
         infos = {a: {} for a in self.agents}
         if self.t == self.bad_at:
-            bad = {"shape": np.zeros(3, np.float32), "none": None, "complex": np.zeros(2, np.complex64)}
+            bad = {"shape": np.zeros(3, np.float32), "none": None, "complex": np.zeros(2, np.complex64),
+                   "far": np.array([1e300, 0.5])}
             if self.what in bad:
                 obs["y"] = bad[self.what]
             elif self.what == "info":

@@ -424,6 +424,24 @@ def test_bad_agent_outputs_name_env_and_agent(config, bad_at, what):
 
 
 @pytest.mark.parametrize("bad_at, during", [(0, "reset"), (2, "step")])
+def test_a_float_past_float32s_range_warns_as_numpy_does(bad_at, during):
+    with shoal.make(partial(LiesAboutObs, bad_at=bad_at, what="far"), 2, backend="serial") as envs:
+        with pytest.warns(RuntimeWarning, match="overflow encountered in cast"):
+            obs = envs.reset(seed=0)[0]
+            for _ in range(bad_at):
+                obs = envs.step(np.zeros(4, np.int64))[0]
+        assert obs[1].tolist() == [np.inf, 0.5] and obs[3].tolist() == [np.inf, 0.5]
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            message = (rf"env 0 \(lies_v0, rows 0-1\) raised RuntimeWarning writing its rows from {during}\(\): "
+                       r"overflow encountered in cast")
+            with pytest.raises(errors.EnvError, match=message):
+                envs.reset(seed=0)
+                for _ in range(bad_at):
+                    envs.step(np.zeros(4, np.int64))
+
+
+@pytest.mark.parametrize("bad_at, during", [(0, "reset"), (2, "step")])
 def test_an_agent_not_in_possible_agents_is_named(bad_at, during):
     with shoal.make(partial(LiesAboutObs, bad_at=bad_at, what="unknown"), 2, backend="serial") as envs:
         message = (rf"env 0 \(lies_v0, rows 0-1\) returned bad data for agent 'z' from {during}\(\): an agent not "

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import warnings
 from collections import OrderedDict, defaultdict
 from contextlib import closing
 
@@ -17,6 +18,7 @@ from gymnasium import spaces
 from helpers import assert_same
 
 import shoal
+from shoal.errors import EnvError
 from shoal.spaces import Layout
 from shoal.vector._rows import RowWriter
 from shoal.vector import gym_engine
@@ -156,11 +158,12 @@ def _batch(space, n=3):
 
 
 def test_what_it_takes_is_stored_as_numpys_writes_store_it():
+    overflowed = 0
     for space, values in [
         (spaces.Box(-np.inf, np.inf, (4,), np.float32), FLOAT_OBS[:2] + [np.array([1e300, -1e300, 0.0, 1.0])]),
         (spaces.Box(0, 255, (2, 3), np.uint8), [np.arange(6, dtype=np.uint8).reshape(2, 3)]),
         (spaces.Discrete(7), [3, np.int64(6), np.array(5)]),
-        (spaces.Box(-1, 1, (), np.float32), [0.1, np.float32(-0.5), np.array(0.25, np.float32)]),
+        (spaces.Box(-1, 1, (), np.float32), [0.1, np.float32(-0.5), np.array(0.25, np.float32), 1e300, -1e39]),
         (spaces.Box(-1, 1, (), np.float64), [0.1, np.float64(-0.5)]),
         (spaces.MultiBinary(5), [np.array([1, 0, 1, 1, 0], np.int8)]),
         (spaces.Box(0, 1, (3,), np.bool_), [np.array([True, False, True])]),
@@ -169,10 +172,52 @@ def test_what_it_takes_is_stored_as_numpys_writes_store_it():
         _, slow = _batch(space)
         put = RowWriter([((), (), fast)], np.zeros(3), np.zeros(3, np.bool_), np.zeros(3, np.bool_)).put
         for value in values:
-            assert put(1, 2, value, 1.0, False, False) == 1, (space, value)
-            with np.errstate(over="ignore"):  # numpy warns as it casts 1e300 into float32's inf; the writer does not
+            with warnings.catch_warnings(record=True) as fast_warned:
+                warnings.simplefilter("always")
+                assert put(1, 2, value, 1.0, False, False) == 1, (space, value)
+            with warnings.catch_warnings(record=True) as slow_warned:
+                warnings.simplefilter("always")
                 slow[1] = value
             assert fast.dtype == slow.dtype and fast.tobytes() == slow.tobytes(), (space, value)  # -0.0, NaN: bits
+            # past float32's range: numpy's RuntimeWarning from both
+            assert [(w.category, str(w.message)) for w in fast_warned] == [
+                (w.category, str(w.message)) for w in slow_warned], (space, value)
+            overflowed += bool(slow_warned)
+    assert overflowed == 3  # the array with 1e300, 1e300 and -1e39: numpy warned of each, and so did the writer
+
+
+def test_a_float_past_float32s_range_warns_as_numpy_does_and_names_the_env():
+    writer = RowWriter([((), (), np.zeros((2, 2), np.float32))], np.zeros(2), np.zeros(2, bool), np.zeros(2, bool),
+                       np.zeros(2, bool))
+    big = np.array([1e300, 0.0])
+    with pytest.warns(RuntimeWarning, match="overflow encountered in cast"):
+        writer.put_obs(0, big)
+    with pytest.warns(RuntimeWarning, match="overflow encountered in cast"):
+        writer.put_agents(0, 0, ("a", "b"), {"b": big}, None, None, None, {})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(RuntimeWarning, match="overflow encountered in cast"):
+            writer.put(1, 1, big, 0.0, False, False)
+
+    class Far(gym.Env):
+        observation_space = spaces.Box(-np.inf, np.inf, (2,), np.float32)
+        action_space = spaces.Discrete(2)
+
+        def reset(self, *, seed=None, options=None):
+            return np.zeros(2), {}
+
+        def step(self, action):
+            return np.array([1e300, 1.0]) if action else np.zeros(2), 0.0, False, False, {}
+
+    with shoal.make(Far, 2, backend="serial") as envs:
+        envs.reset(seed=0)
+        with pytest.warns(RuntimeWarning, match="overflow encountered in cast"):
+            obs = envs.step(np.array([0, 1]))[0]
+        assert obs.tolist() == [[0, 0], [np.inf, 1]]
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            with pytest.raises(EnvError, match="env 1 raised RuntimeWarning: overflow encountered in cast"):
+                envs.step(np.array([0, 1]))
 
 
 def test_rewards_and_flags_are_stored_as_floats_and_bools():

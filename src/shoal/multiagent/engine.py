@@ -15,7 +15,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from shoal.errors import ConfigError, EnvOutputError, SpaceMismatchError
+from shoal.errors import ConfigError, EnvOutputError, ShoalError, SpaceMismatchError
 from shoal.multiagent.rows import AgentRows
 from shoal.spaces import Layout
 from shoal.vector._rows import RowWriter
@@ -222,11 +222,16 @@ class PettingZooEngine(Engine):
         dict per row, and whether every agent with an observation ended its episode. One C call when every value is
         exactly what the buffers hold, else the full checks (:mod:`shoal.vector.outputs`) and numpy's writes."""
         base = e * self.rows.count
-        if flags is None:
-            done = self._put_agents(base, target, self.rows.agents, observations, None, None, None, agent_infos)
-        else:
-            done = self._put_agents(base, target, self.rows.agents, observations, *flags, agent_infos)
-        return done if done is not None else self._write_checked(e, target, observations, flags, agent_infos, during)
+        flag_dicts = (None, None, None) if flags is None else flags
+        try:
+            done = self._put_agents(base, target, self.rows.agents, observations, *flag_dicts, agent_infos)
+            if done is None:
+                done = self._write_checked(e, target, observations, flags, agent_infos, during)
+        except ShoalError:  # the full checks' EnvOutputError, as it is
+            raise
+        except Exception as exc:  # what numpy refused, or warned of where warnings are errors
+            raise env_error(e, exc, self._name(e), f" writing its rows from {during}()") from exc
+        return done
 
     def _write_checked(
         self, e: int, target: int, observations: dict, flags: tuple | None, agent_infos: dict, during: str

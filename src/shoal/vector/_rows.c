@@ -15,7 +15,7 @@
  * flag set), else 1, only when every value is one the full checks (shoal.vector.outputs) would take and stores as it
  * is:
  * - each leaf an exact numpy array of the leaf's dtype and shape, C-contiguous; a float64 array for a float32 leaf
- *   (converted as numpy converts it, without numpy's warning past float32's range); for a 0-d leaf also a numpy
+ *   (converted as numpy converts it, with numpy's RuntimeWarning past float32's range); for a 0-d leaf also a numpy
  *   scalar of its dtype, a Python int for an int64 leaf, a Python float for a float32 or float64 leaf; reached
  *   through dicts, OrderedDicts and tuples (not their subclasses) of the space's sizes;
  * - the reward a Python float, int or bool, or a numpy float64 or float32;
@@ -40,6 +40,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <math.h>
 #include <string.h>
 
 #define NPY_NO_DEPRECATED_API NPY_1_19_API_VERSION
@@ -65,6 +66,7 @@ typedef struct {
     enum source source;
     const char *src;
     char scalar[SCALAR_BYTES];
+    int overflow; /* the scalar is a Python float past float32's range, now inf */
 } Leaf;
 
 typedef struct {
@@ -271,6 +273,7 @@ static int same_shape(Leaf *leaf, PyArrayObject *array) {
 /* Where `value` comes from for `leaf`, if it is stored exactly: 1 and leaf->source set, else 0. */
 static int classify(Leaf *leaf, PyObject *value) {
     int type = leaf->descr->type_num;
+    leaf->overflow = 0;
     if (PyArray_CheckExact(value)) {
         PyArrayObject *array = (PyArrayObject *)value;
         if (!same_shape(leaf, array) || !PyArray_IS_C_CONTIGUOUS(array)) {
@@ -312,6 +315,7 @@ static int classify(Leaf *leaf, PyObject *value) {
             memcpy(leaf->scalar, &item, sizeof item);
         } else if (type == NPY_FLOAT) {
             float stored = (float)item;
+            leaf->overflow = isinf(stored) && !isinf(item);
             memcpy(leaf->scalar, &stored, sizeof stored);
         } else {
             return 0;
@@ -398,8 +402,10 @@ static int take_obs(RowWriter *self, Py_ssize_t row, PyObject *obs) {
     return 1;
 }
 
-/* Write the leaves take_obs took into row `row`. */
-static void write_obs(RowWriter *self, Py_ssize_t row) {
+/* Write the leaves take_obs took into row `row`; -1 if numpy's warning of a float64 or Python float past float32's
+ * range, which this gives as numpy's cast gives it, was raised as an error (the row is written). */
+static int write_obs(RowWriter *self, Py_ssize_t row) {
+    int overflow = 0;
     for (Py_ssize_t i = 0; i < self->count; i++) {
         Leaf *leaf = &self->leaves[i];
         if (leaf->view == NULL) {
@@ -410,15 +416,18 @@ static void write_obs(RowWriter *self, Py_ssize_t row) {
             memcpy(dst, leaf->src, leaf->nbytes);
         } else if (leaf->source == SCALAR) {
             memcpy(dst, leaf->scalar, leaf->nbytes);
+            overflow |= leaf->overflow;
         } else { /* F64_TO_F32 */
             const double *src = (const double *)leaf->src;
             npy_intp items = leaf->nbytes / (npy_intp)sizeof(float);
             for (npy_intp k = 0; k < items; k++) {
                 float item = (float)src[k];
+                overflow |= isinf(item) && !isinf(src[k]);
                 memcpy(dst + k * sizeof(float), &item, sizeof item);
             }
         }
     }
+    return overflow ? PyErr_WarnEx(PyExc_RuntimeWarning, "overflow encountered in cast", 1) : 0;
 }
 
 /* The call's arguments checked (`nargs` of `usage`'s `count`) and the first, the row, read into *row; 0 with an
@@ -459,7 +468,9 @@ static PyObject *RowWriter_put(RowWriter *self, PyObject *const *args, Py_ssize_
     if (taken <= 0) {
         return taken < 0 ? NULL : PyLong_FromLong(0);
     }
-    write_obs(self, row);
+    if (write_obs(self, row) < 0) {
+        return NULL;
+    }
     self->rewards[env] = reward;
     self->terms[env] = terminated;
     self->truncs[env] = truncated;
@@ -475,7 +486,9 @@ static PyObject *RowWriter_put_obs(RowWriter *self, PyObject *const *args, Py_ss
     if (taken <= 0) {
         return taken < 0 ? NULL : PyLong_FromLong(0);
     }
-    write_obs(self, row);
+    if (write_obs(self, row) < 0) {
+        return NULL;
+    }
     return PyLong_FromLong(1);
 }
 
@@ -580,7 +593,10 @@ static PyObject *RowWriter_put_agents(RowWriter *self, PyObject *const *args, Py
             if (take_obs(self, target + k, obs) <= 0) { /* (0: inexact; the rows were checked above) */
                 goto inexact;
             }
-            write_obs(self, target + k);
+            if (write_obs(self, target + k) < 0) {
+                Py_DECREF(list);
+                return NULL;
+            }
             self->mask[row + k] = 1;
             if (stepping) {
                 self->rewards[row + k] = reward;

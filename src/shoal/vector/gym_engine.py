@@ -210,15 +210,17 @@ class GymEngine(Engine):
         if type(result) not in (tuple, list) or len(result) != 2:  # (an observation of two values would unpack)
             raise rejected(env_id, env, unexpected_result(result, RESET_RESULT), "reset")
         obs, info = result
-        if type(info) is dict and self._put_obs(row, obs):
-            return info
         try:
+            if type(info) is dict and self._put_obs(row, obs):
+                return info
             self._check_obs(obs)
             if type(info) is not dict:
                 raise Rejected(f"expected info as a dict, got {type(info).__name__}")
+            self._write_obs(row, obs)
         except Rejected as bad:
             raise rejected(env_id, env, bad, "reset") from None
-        self._write_obs(row, obs)
+        except Exception as exc:  # what numpy refused or warned of as an error: say which env and why
+            raise env_error(env_id, exc) from exc
         return info
 
     def _step_envs(self, ids: np.ndarray, actions: np.ndarray) -> list[dict]:
@@ -255,7 +257,10 @@ class GymEngine(Engine):
                 obs, reward, terminated, truncated, info = result
             except (TypeError, ValueError):
                 raise rejected(env_id, envs[env_id - first], unexpected_result(result, STEP_RESULT), "step") from None
-            written = put(row, env_id, obs, reward, terminated, truncated) if isinstance(info, dict) else 0
+            try:  # (a float64 past float32's range warns, as numpy's cast does: an error where warnings are)
+                written = put(row, env_id, obs, reward, terminated, truncated) if isinstance(info, dict) else 0
+            except Exception as exc:
+                raise env_error(env_id, exc) from exc
             if not written:
                 written = self._put_checked(env_id, row, obs, reward, terminated, truncated, info)
             if written == 2:  # the episode ended

@@ -695,7 +695,8 @@ def rps_raising():
 class LiesAboutObs(ParallelEnv):
     """Agent ``y``'s results are bad at step ``bad_at`` (0: at reset), of kind ``what``: ``shape`` (an observation of
     shape (3,)), ``none`` (None as its observation), ``complex``, ``info`` (its info 5), ``unknown`` (an observation
-    of an agent ``z`` too), ``reward`` (a str), ``flag`` (terminated 2), ``missing`` (no reward entry); or ``far``, a
+    of an agent ``z`` too), ``reward`` (a str), ``flag`` (terminated 2), ``missing`` (no reward entry), ``list``
+    (rewards as a list), ``four`` (four results, no truncations); or ``far``, a
     float64 past float32's range (not bad: numpy stores inf and warns)."""
 
     metadata = {"name": "lies_v0"}
@@ -729,6 +730,10 @@ class LiesAboutObs(ParallelEnv):
                 terms["y"] = 2
             elif self.what == "missing":
                 del rewards["y"]
+            elif self.what == "list":
+                return obs, [0.0] * len(self.agents), terms, truncs, infos
+            elif self.what == "four":
+                return obs, rewards, terms, infos
         return obs, rewards, terms, truncs, infos
 
     def reset(self, seed=None, options=None):

@@ -423,6 +423,19 @@ def test_bad_agent_outputs_name_env_and_agent(config, bad_at, what):
                 envs.step(np.zeros(4, np.int64))
 
 
+@pytest.mark.parametrize("bad_at", [1, 3])
+def test_step_results_that_are_not_five_dicts_are_named(bad_at):
+    for what, got in [("list", r"got \(dict, list, dict, dict, dict\)"), ("four", "got a tuple of 4")]:
+        with shoal.make(partial(LiesAboutObs, bad_at=bad_at, what=what), 2, backend="serial") as envs:
+            envs.reset(seed=0)
+            for _ in range(bad_at - 1):
+                envs.step(np.zeros(4, np.int64))
+            message = (r"env 0 \(lies_v0, rows 0-1\) returned bad data from step\(\): expected five dicts "
+                       r"\(observations, rewards, terminations, truncations, infos\), " + got)
+            with pytest.raises(errors.EnvOutputError, match=message):
+                envs.step(np.zeros(4, np.int64))
+
+
 @pytest.mark.parametrize("bad_at, during", [(0, "reset"), (2, "step")])
 def test_a_float_past_float32s_range_warns_as_numpy_does(bad_at, during):
     with shoal.make(partial(LiesAboutObs, bad_at=bad_at, what="far"), 2, backend="serial") as envs:

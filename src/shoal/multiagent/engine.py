@@ -64,6 +64,9 @@ def as_parallel(env: Any, name: str) -> Any:
         ) from exc
 
 
+_FIVE_DICTS = "expected five dicts (observations, rewards, terminations, truncations, infos)"
+
+
 def _no_fast_path(*args: Any) -> None:
     """``put_agents`` where no RowWriter serves (flattened observations, loose leaves): every step is checked."""
     return None
@@ -204,11 +207,9 @@ class PettingZooEngine(Engine):
                 result = env.step(step_actions)
             except Exception as exc:
                 raise self._raised(e, exc, "step") from exc
-            if not (isinstance(result, tuple) and len(result) == 5 and all(isinstance(d, dict) for d in result)):
-                raise self._fail(
-                    e, None, f"expected five dicts (observations, rewards, terminations, truncations, infos), got "
-                    f"{type(result).__name__}", "step",
-                )
+            if not (isinstance(result, tuple) and len(result) == 5):  # (that they are dicts: _write_rows)
+                got = f"a tuple of {len(result)}" if isinstance(result, tuple) else type(result).__name__
+                raise self._fail(e, None, f"{_FIVE_DICTS}, got {got}", "step")
             env_infos, over = self._write_rows(e, targets[j], result[0], result[1:4], result[4], "step")
             infos += env_infos
             self._over[e - self.first_env] = over or not env.agents
@@ -240,6 +241,9 @@ class PettingZooEngine(Engine):
         rows = self.rows
         a = rows.count
         base = e * a
+        if flags is not None and not all(isinstance(d, dict) for d in (observations, *flags, agent_infos)):
+            got = ", ".join(type(d).__name__ for d in (observations, *flags, agent_infos))
+            raise self._fail(e, None, f"{_FIVE_DICTS}, got ({got})", during)
         unknown = [agent for agent in observations if agent not in self._index]
         if unknown:
             raise self._fail(e, unknown[0], f"an agent not in possible_agents {list(rows.agents)}", during)

@@ -759,6 +759,61 @@ VARIED_REWARDS = [1.5, -2, True, np.float64(0.125), np.float32(0.3), np.int64(7)
 VARIED_FLAGS = [False, np.bool_(False), 0, np.int64(0)]  # none of them ends an episode
 
 
+class Mixed(ParallelEnv):
+    """Agents of different observation spaces, which shoal flattens into rows of one length: ``box`` a Box (2,),
+    ``grid`` a Box (2, 3), ``nest`` a Dict of a Box (1,) and a Box (2, 2) (and with ``one_hot``, ``pick`` a
+    Discrete(3), which flattens one-hot). Values are float32 arrays, and at some steps float64 arrays or lists (the
+    slow path); ``grid`` terminates at step 3 and the episode is truncated at step 6."""
+
+    metadata = {"name": "mixed_v0"}
+    SPACES = {
+        "box": spaces.Box(-9, 9, (2,), np.float32),
+        "grid": spaces.Box(-9, 9, (2, 3), np.float32),
+        "nest": spaces.Dict({"a": spaces.Box(-9, 9, (1,), np.float32), "b": spaces.Box(-9, 9, (2, 2), np.float32)}),
+        "pick": spaces.Discrete(3),
+    }
+
+    def __init__(self, one_hot=False):
+        self.possible_agents = list(self.SPACES) if one_hot else ["box", "grid", "nest"]
+        self.agents = []
+
+    def observation_space(self, agent):
+        return self.SPACES[agent]
+
+    def action_space(self, agent):
+        return spaces.Discrete(2)
+
+    def _value(self, agent, x):
+        kind = (self.t + len(agent)) % 4  # 0: a list, 1: float64, else float32
+        as_kind = (lambda a: a.tolist()) if kind == 0 else (lambda a: a.astype(np.float64)) if kind == 1 else (
+            lambda a: a)
+        if agent == "nest":
+            b = np.arange(4, dtype=np.float32).reshape(2, 2) + x
+            return {"a": as_kind(np.full(1, x, np.float32)), "b": as_kind(b)}
+        if agent == "pick":
+            return int(x) % 3
+        return as_kind(np.arange(int(np.prod(self.SPACES[agent].shape)), dtype=np.float32).reshape(
+            self.SPACES[agent].shape) + x)
+
+    def _obs(self, actions=None):
+        return {a: self._value(a, self.base + self.t + (int(actions[a]) if actions else 0)) for a in self.agents}
+
+    def reset(self, seed=None, options=None):
+        self.base = 0 if seed is None else seed % 5
+        self.t = 0
+        self.agents = list(self.possible_agents)
+        return self._obs(), {a: {} for a in self.agents}
+
+    def step(self, actions):
+        self.t += 1
+        obs = self._obs(actions)
+        rewards = {a: float(self.t) for a in self.agents}
+        terms = {a: a == "grid" and self.t == 3 for a in self.agents}
+        truncs = {a: self.t == 6 for a in self.agents}
+        self.agents = [a for a in self.agents if not (terms[a] or truncs[a])]
+        return obs, rewards, terms, truncs, {a: {} for a in obs}
+
+
 class _Keys(dict):
     """A dict subclass of its own (the C writer leaves it to the full checks)."""
 

@@ -10,7 +10,7 @@ import pytest
 from gymnasium import spaces
 
 import shoal
-from fakes import JOIN_LEAVE_OBS, Chatter, DictJoinLeave, JoinLeave, LiesAboutObs, VariedAgents, rps_raising
+from fakes import JOIN_LEAVE_OBS, Chatter, DictJoinLeave, JoinLeave, LiesAboutObs, Mixed, VariedAgents, rps_raising
 from shoal import errors
 from shoal.multiagent.engine import PettingZooEngine
 
@@ -20,7 +20,7 @@ with warnings.catch_warnings():
     from pettingzoo.butterfly import knights_archers_zombies_v11, pistonball_v6
     from pettingzoo.classic import rps_v2, tictactoe_v3
 from pettingzoo.utils.conversions import aec_to_parallel, turn_based_aec_to_parallel
-from mpe2 import simple_adversary_v3, simple_spread_v3
+from mpe2 import simple_adversary_v3, simple_spread_v3, simple_tag_v3
 
 
 def zero_like(space):
@@ -35,15 +35,20 @@ class ByHand:
     def __init__(self, fn, n, convert=None):
         self.envs = [(convert or (lambda e: e))(fn()) for _ in range(n)]
         self.agents = list(self.envs[0].possible_agents)
-        shapes = {self.envs[0].observation_space(a).shape for a in self.agents}
-        self.width = max(int(np.prod(s)) for s in shapes) if len(shapes) > 1 else None  # rows padded to one length
-        self.space = self.envs[0].observation_space(self.agents[0])
+        self.spaces = {a: self.envs[0].observation_space(a) for a in self.agents}
+        first = self.spaces[self.agents[0]]
+        boxes = all(isinstance(s, spaces.Box) and (s.shape, s.dtype) == (first.shape, first.dtype)
+                    for s in self.spaces.values())
+        same = boxes or all(s == first for s in self.spaces.values())
+        # rows of agents whose spaces differ: each flattened by Gymnasium and padded to the longest
+        self.width = None if same else max(spaces.flatdim(s) for s in self.spaces.values())
+        self.space = first
         self.over = [False] * n
 
-    def _obs(self, value):
+    def _obs(self, agent, value):
         if self.width is None:
             return np.asarray(value)
-        flat = np.ravel(value)
+        flat = spaces.flatten(self.spaces[agent], value)
         return np.concatenate([flat, np.zeros(self.width - len(flat), flat.dtype)])
 
     def _rows(self, obs, flags):
@@ -53,7 +58,7 @@ class ByHand:
                 r, te, tr = (0.0, False, False)
                 if flags:
                     r, te, tr = float(flags[0][agent]), bool(flags[1][agent]), bool(flags[2][agent])
-                out.append((self._obs(obs[agent]), r, te, tr, True))
+                out.append((self._obs(agent, obs[agent]), r, te, tr, True))
             else:
                 zero = zero_like(self.space) if self.width is None else np.zeros(self.width)
                 out.append((zero, 0.0, True, False, False))
@@ -487,18 +492,49 @@ def test_results_of_every_type_store_as_pettingzoo_returns_them(monkeypatch, con
         assert 0 < calls["slow"] < calls["all"], calls
 
 
+@pytest.mark.parametrize("config", SMALL_BACKENDS[:3])
+@pytest.mark.parametrize("one_hot", [False, True], ids=["copies", "one-hot"])
+def test_agents_of_different_spaces_flatten_as_gymnasium_flattens(monkeypatch, config, one_hot):
+    """Rows of flattened observations (Box, Box 2-D, a Dict of Boxes; and a Discrete, one-hot, which only the full
+    checks write) equal PettingZoo stepped by hand with Gymnasium's flatten, through padding and episode ends, with
+    values the C writer takes at some steps and leaves to the full checks at others."""
+    slow = []
+    full = PettingZooEngine._write_checked
+    monkeypatch.setattr(PettingZooEngine, "_write_checked", lambda self, *a: slow.append(a[0]) or full(self, *a))
+    masks = run_beside(partial(Mixed, one_hot), 3, 20, config)
+    assert not masks.all() and masks.any(axis=2).all()  # grid left mid-episode
+    if config["backend"] == "serial":  # (only seen in this process)
+        assert 0 < len(slow) < 3 * 21 if not one_hot else len(slow) == 3 * 21  # 3 envs, a reset and 20 steps
+
+
+def test_a_step_writes_every_byte_of_its_rows():
+    """Rows handed out as views (copy=False) that the caller overwrites come back whole: an agent's flattened
+    observation and the zeros after it, and padding."""
+    hand = ByHand(Mixed, 2)
+    with shoal.make(Mixed, 2, backend="serial", copy=False) as envs:
+        obs, _ = envs.reset(seed=1)
+        hand.reset(1)
+        for t in range(8):
+            obs[:] = 7  # the caller's in-place work on the rows
+            actions = np.array([t % 2] * 6)
+            assert_rows(envs.step(actions), hand.step(actions), f"step {t}")
+
+
 @pytest.mark.parametrize(
     "fn",
     [
         JoinLeave,
         DictJoinLeave,
+        simple_adversary_v3.parallel_env,  # agents of different spaces: flattened
+        simple_tag_v3.parallel_env,
         partial(simple_spread_v3.parallel_env, max_cycles=7),
         partial(pistonball_v6.parallel_env, max_cycles=7),
         partial(knights_archers_zombies_v11.parallel_env, line_death=True, max_cycles=30),
         rps_v2.parallel_env,  # rewards in a defaultdict (aec_to_parallel)
         tictactoe_v3.env,  # turn-based, converted
     ],
-    ids=["join-leave", "dict-join-leave", "simple-spread", "pistonball", "kaz", "rps", "tictactoe"],
+    ids=["join-leave", "dict-join-leave", "simple-adversary", "simple-tag", "simple-spread", "pistonball", "kaz", "rps",
+         "tictactoe"],
 )
 def test_well_behaved_multiagent_envs_never_take_the_slow_path(monkeypatch, fn):
     slow = []

@@ -485,3 +485,29 @@ def test_a_loose_leaf_is_walked_but_not_written():
     assert writer.put_agents(0, 0, AGENTS, live, None, None, None, {}) == ([{}, {}, {}], False)
     assert batch["id"].tolist() == [1, 0, 1] and not batch[1]["pos"].any()  # b is padding: its fixed leaves zeroed
     assert mask.tolist() == [1, 0, 1]
+
+
+def test_agents_of_their_own_leaves_write_where_their_writers_say():
+    """A writer per agent (flattened rows: shoal.multiagent.rows.AgentRows.flat_leaves): agent k's values go through
+    its writer's leaves, a (None, (), view) leaf is zeroed on every write, padding zeroes all of an agent's leaves."""
+    batch = np.full((3, 4), 7.0, np.float32)
+    per_row = (np.zeros(3), np.zeros(3, bool), np.zeros(3, bool))
+    mask = np.zeros(3, bool)
+    short = RowWriter([((), (), batch[:, :2]), (None, (), batch[:, 2:])], *per_row)  # a Box (2,), then zeros
+    square = RowWriter([((), (), batch[:, :4].reshape(3, 2, 2))], *per_row)  # a Box (2, 2)
+    writer = RowWriter([], *per_row, mask, [short, square, short])
+    two, square_value = np.array([1, 2], np.float32), np.arange(4, dtype=np.float32).reshape(2, 2)
+    assert writer.put_agents(0, 0, AGENTS, {"a": two, "b": square_value}, None, None, None, {})[1] is False
+    assert batch.tolist() == [[1, 2, 0, 0], [0, 1, 2, 3], [0, 0, 0, 0]] and mask.tolist() == [1, 1, 0]
+    assert writer.put_agents(0, 0, AGENTS, {"a": square_value}, None, None, None, {}) is None  # not a's shape
+    with pytest.raises(ValueError, match="3 agents, the writer has writers for 2"):
+        RowWriter([], *per_row, mask, [short, square]).put_agents(0, 0, AGENTS, {}, None, None, None, {})
+    with pytest.raises(ValueError, match="agents must be RowWriters"):
+        RowWriter([], *per_row, mask, [short, "square"])
+    with pytest.raises(ValueError, match="agents must be RowWriters"):
+        RowWriter([], *per_row, mask, [RowWriter.__new__(RowWriter)])  # one whose __init__ never ran
+    for leaf in [(None, (1,), batch), (None, (), None)]:
+        with pytest.raises(ValueError, match=r"or \(None, \(\), array\) tuple"):
+            RowWriter([leaf], *per_row)
+    with pytest.raises(IndexError, match="outside the 3 rows"):
+        writer.put_agents(0, 1, AGENTS, {}, None, None, None, {})

@@ -68,7 +68,7 @@ _FIVE_DICTS = "expected five dicts (observations, rewards, terminations, truncat
 
 
 def _no_fast_path(*args: Any) -> None:
-    """``put_agents`` where no RowWriter serves (flattened observations, loose leaves): every step is checked."""
+    """``put_agents`` where no RowWriter serves (loose leaves, one-hot flattening): every step is checked."""
     return None
 
 
@@ -119,15 +119,20 @@ class PettingZooEngine(Engine):
     def _fast_writer(self, layout: Layout, b: Buffers) -> Callable[..., Any]:
         """``put_agents(row, target, agents, observations, rewards, terminations, truncations, infos)``: an env's
         rows written in one C call when every value is exactly what the buffers hold, returning ``(infos, over)``,
-        else None (shoal.vector._rows). Flattened observations and loose leaves always take the slow path."""
-        if not (self.rows.flat_observations or layout.loose):
-            try:
-                writer = RowWriter(
-                    layout.leaf_views(b.obs), b.rewards, b.terminations, b.truncations, b.extras["agent_mask"]
-                )
-                return writer.put_agents
-            except ValueError:  # a leaf it cannot take (a key neither str nor int)
-                pass
+        else None (shoal.vector._rows). Flattened observations are written by a writer per agent, whose leaves lie
+        where ``gymnasium.spaces.flatten`` puts them in the row (:meth:`AgentRows.flat_leaves`); loose leaves, and
+        flattening that is not a copy (one-hot Discretes), always take the slow path."""
+        rows = self.rows
+        per_row = (b.rewards, b.terminations, b.truncations)
+        try:
+            if not rows.flat_observations and not layout.loose:
+                return RowWriter(layout.leaf_views(b.obs), *per_row, b.extras["agent_mask"]).put_agents
+            placed = [rows.flat_leaves(k, b.obs) for k in range(rows.count)] if rows.flat_observations else [None]
+            if all(leaves is not None for leaves in placed):
+                agents = [RowWriter(leaves, *per_row) for leaves in placed]
+                return RowWriter([], *per_row, b.extras["agent_mask"], agents).put_agents
+        except ValueError:  # a leaf it cannot take (a key neither str nor int)
+            pass
         return _no_fast_path
 
     def _check_spaces(self, e: int, env: Any) -> None:

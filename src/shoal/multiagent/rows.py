@@ -80,6 +80,26 @@ class AgentRows:
         row[: len(flat)] = flat
         return row
 
+    def flat_leaves(self, k: int, batch: np.ndarray) -> list[tuple] | None:
+        """Where agent ``k``'s observation goes in ``batch``, rows of flattened observations, for the C writer
+        (``shoal.vector._rows.RowWriter``): ``(path, sizes, view)`` for each leaf of its space, ``view`` the rows'
+        entries its flattened value fills, shaped as the leaf, and ``(None, (), view)`` for the zeros after them.
+        None where flattening is more than a copy into the rows' dtype (a Discrete or MultiDiscrete is one-hot)."""
+        leaves: list[tuple] = []
+        offset = 0
+        for path, sizes, space in _copied_leaves(self.observation_spaces[k], (), ()):
+            if space is None or np.dtype(space.dtype) != batch.dtype:
+                return None
+            n = int(np.prod(space.shape))
+            view = batch[:, offset : offset + n].reshape(len(batch), *space.shape)
+            if view.flags.owndata:  # (a reshape that had to copy: never for these slices, but a copy is no view)
+                return None
+            leaves.append((path, sizes, view))
+            offset += n
+        if offset < batch.shape[1]:
+            leaves.append((None, (), batch[:, offset:]))
+        return leaves
+
     def action(self, k: int, row: Any) -> Any:
         """The action agent ``k`` gets from its row's action."""
         space = self.action_spaces[k]
@@ -114,6 +134,21 @@ class AgentRows:
         if isinstance(space, spaces.Box):
             return batch[:, :size].reshape(len(batch), *space.shape).astype(space.dtype, copy=False)
         return [spaces.unflatten(space, row[:size].astype(spaces.flatten_space(space).dtype)) for row in batch]
+
+
+def _copied_leaves(space: spaces.Space, path: tuple, sizes: tuple) -> list[tuple]:
+    """``(path, sizes, leaf space)`` for each leaf of ``space`` in the order ``gymnasium.spaces.flatten`` lays them
+    out, the leaf space None where flattening it is not a copy of its values (Discrete, MultiDiscrete: one-hot)."""
+    if isinstance(space, (spaces.Box, spaces.MultiBinary)):
+        return [(path, sizes, space)]
+    if isinstance(space, spaces.Dict):
+        items: Any = space.spaces.items()
+    elif isinstance(space, spaces.Tuple):
+        items = enumerate(space.spaces)
+    else:
+        return [(path, sizes, None)]
+    count = len(space.spaces)
+    return [leaf for key, sub in items for leaf in _copied_leaves(sub, path + (key,), sizes + (count,))]
 
 
 def _common_observation(

@@ -7,8 +7,11 @@
  * the way has (a dict with another key is not exact), `view` the (n, *leaf shape) array its values are stored in (a
  * field of a structured batch, or the batch itself), each row's bytes contiguous; or None for a loose leaf (Text,
  * Graph, ...: shoal.spaces.Layout.writer_leaves), whose path is walked, so its containers are checked, but whose
- * value is the caller's to keep. The others are the 1-D float64 and bool per-env arrays (a multi-agent env's are per
- * row, and `mask` is its agent_mask).
+ * value is the caller's to keep; or (None, (), view): bytes every write of a row sets to zero (the padding after an
+ * agent's flattened observation). The others are the 1-D float64 and bool per-env arrays (a multi-agent env's are
+ * per row, and `mask` is its agent_mask). `agents`, for put_agents: one RowWriter per agent, whose leaves write that
+ * agent's observations (agents of different spaces, each flattened into a row of one length), or None: this
+ * writer's leaves for every agent.
  *
  * put(row, env, obs, reward, terminated, truncated) -> 0, 1 or 2. It writes obs's leaves into row `row` of their
  * views and the reward and flags into item `env` of the per-env arrays, and returns 2 if the episode ended (either
@@ -55,6 +58,7 @@ typedef struct {
     PyObject *path;  /* tuple of keys */
     Py_ssize_t *sizes; /* of each container on the path */
     PyArrayObject *view; /* NULL for a loose leaf: walked, never written */
+    int zero;            /* no path: its bytes are set to zero on every write */
     char *base;
     npy_intp stride; /* bytes between rows */
     npy_intp rows;
@@ -74,6 +78,7 @@ typedef struct {
     Py_ssize_t count;
     Leaf *leaves;
     PyArrayObject *arrays[4]; /* rewards, terminations, truncations, and mask or NULL */
+    PyObject *agent_writers;  /* a tuple of one RowWriter per agent, or NULL */
     double *rewards;
     npy_bool *terms, *truncs, *mask;
     npy_intp envs;
@@ -90,6 +95,7 @@ static void RowWriter_dealloc(RowWriter *self) {
     for (int i = 0; i < 4; i++) {
         Py_XDECREF(self->arrays[i]);
     }
+    Py_XDECREF(self->agent_writers);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -137,14 +143,17 @@ static int init_path(Leaf *leaf, PyObject *path, PyObject *sizes) {
 
 static int init_leaf(Leaf *leaf, PyObject *pair) {
     PyObject *path, *sizes, *view;
-    if (!PyTuple_Check(pair) ||
-        !PyArg_ParseTuple(pair, "O!O!O", &PyTuple_Type, &path, &PyTuple_Type, &sizes, &view) ||
-        (view != Py_None && !PyArray_Check(view)) || PyTuple_GET_SIZE(sizes) != PyTuple_GET_SIZE(path)) {
+    if (!PyTuple_Check(pair) || !PyArg_ParseTuple(pair, "OO!O", &path, &PyTuple_Type, &sizes, &view) ||
+        (path == Py_None ? PyTuple_GET_SIZE(sizes) != 0 || !PyArray_Check(view)
+                         : !PyTuple_Check(path) || (view != Py_None && !PyArray_Check(view)) ||
+                               PyTuple_GET_SIZE(sizes) != PyTuple_GET_SIZE(path))) {
         PyErr_Clear();
-        PyErr_SetString(PyExc_ValueError, "RowWriter: each leaf must be a (path, sizes, array or None) tuple");
+        PyErr_SetString(PyExc_ValueError,
+                        "RowWriter: each leaf must be a (path, sizes, array or None) or (None, (), array) tuple");
         return -1;
     }
-    if (init_path(leaf, path, sizes) < 0) {
+    leaf->zero = path == Py_None;
+    if (!leaf->zero && init_path(leaf, path, sizes) < 0) {
         return -1;
     }
     if (view == Py_None) {
@@ -183,15 +192,32 @@ static int init_leaf(Leaf *leaf, PyObject *pair) {
     return 0;
 }
 
+static PyTypeObject RowWriterType;
+
 static int RowWriter_init(RowWriter *self, PyObject *args, PyObject *kwds) {
-    PyObject *leaves, *rewards, *terms, *truncs, *mask = Py_None;
-    static char *kwlist[] = {"leaves", "rewards", "terminations", "truncations", "mask", NULL};
-    if (self->leaves != NULL || self->arrays[0] != NULL) {
+    PyObject *leaves, *rewards, *terms, *truncs, *mask = Py_None, *agents = Py_None;
+    static char *kwlist[] = {"leaves", "rewards", "terminations", "truncations", "mask", "agents", NULL};
+    if (self->leaves != NULL || self->arrays[0] != NULL || self->agent_writers != NULL) {
         PyErr_SetString(PyExc_TypeError, "RowWriter: already initialised");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOO|O", kwlist, &leaves, &rewards, &terms, &truncs, &mask)) {
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOO|OO", kwlist, &leaves, &rewards, &terms, &truncs, &mask,
+                                     &agents)) {
         return -1;
+    }
+    if (agents != Py_None) {
+        PyObject *writers = PySequence_Tuple(agents);
+        if (writers == NULL) {
+            return -1;
+        }
+        self->agent_writers = writers;
+        for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(writers); k++) {
+            PyObject *writer = PyTuple_GET_ITEM(writers, k);
+            if (!PyObject_TypeCheck(writer, &RowWriterType) || !((RowWriter *)writer)->ready) {
+                PyErr_SetString(PyExc_ValueError, "RowWriter: agents must be RowWriters, one per agent");
+                return -1;
+            }
+        }
     }
     PyObject *seq = PySequence_Fast(leaves, "RowWriter: leaves must be a sequence");
     if (seq == NULL) {
@@ -394,6 +420,9 @@ static int take_obs(RowWriter *self, Py_ssize_t row, PyObject *obs) {
             PyErr_Format(PyExc_IndexError, "put: row %zd outside the %zd rows", row, (Py_ssize_t)leaf->rows);
             return -1;
         }
+        if (leaf->zero) {
+            continue;
+        }
         PyObject *value = walk(obs, leaf);
         if (value == NULL || (leaf->view != NULL && !classify(leaf, value))) {
             return 0;
@@ -412,7 +441,9 @@ static int write_obs(RowWriter *self, Py_ssize_t row) {
             continue;
         }
         char *dst = leaf->base + row * leaf->stride;
-        if (leaf->source == COPY) {
+        if (leaf->zero) {
+            memset(dst, 0, leaf->nbytes);
+        } else if (leaf->source == COPY) {
             memcpy(dst, leaf->src, leaf->nbytes);
         } else if (leaf->source == SCALAR) {
             memcpy(dst, leaf->scalar, leaf->nbytes);
@@ -501,11 +532,11 @@ static PyObject *entry(PyObject *dict, PyObject *agent) {
     return value;
 }
 
-/* Row `row` (views) and item `env` (per-env arrays) as padding: zeros, mask False, and on a step reward 0,
- * terminated True, truncated False. */
-static void write_padding(RowWriter *self, Py_ssize_t row, Py_ssize_t env, int stepping) {
-    for (Py_ssize_t i = 0; i < self->count; i++) {
-        Leaf *leaf = &self->leaves[i];
+/* Row `row` of `views`' leaves and item `env` of self's per-row arrays as padding: zeros, mask False, and on a step
+ * reward 0, terminated True, truncated False. */
+static void write_padding(RowWriter *self, RowWriter *views, Py_ssize_t row, Py_ssize_t env, int stepping) {
+    for (Py_ssize_t i = 0; i < views->count; i++) {
+        Leaf *leaf = &views->leaves[i];
         if (leaf->view != NULL) {
             memset(leaf->base + row * leaf->stride, 0, leaf->nbytes);
         }
@@ -524,6 +555,11 @@ static PyTypeObject *DefaultDict; /* collections.defaultdict: PettingZoo's aec_t
  * has; a missing one leaves the fast path, as does any other subclass, which may read its items its own way). */
 static int plain_dict(PyObject *obj) {
     return PyDict_CheckExact(obj) || PyODict_CheckExact(obj) || Py_TYPE(obj) == DefaultDict;
+}
+
+/* The writer of agent `k`'s observations: its own among self's agent writers, or self. */
+static RowWriter *agent_writer(RowWriter *self, Py_ssize_t k) {
+    return self->agent_writers != NULL ? (RowWriter *)PyTuple_GET_ITEM(self->agent_writers, k) : self;
 }
 
 static PyObject *RowWriter_put_agents(RowWriter *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -552,11 +588,20 @@ static PyObject *RowWriter_put_agents(RowWriter *self, PyObject *const *args, Py
                      (Py_ssize_t)self->envs);
         return NULL;
     }
-    for (Py_ssize_t i = 0; i < self->count; i++) {
-        if (self->leaves[i].view != NULL && (target < 0 || target > self->leaves[i].rows - count)) {
-            PyErr_Format(PyExc_IndexError, "put_agents: rows %zd to %zd outside the %zd rows", target,
-                         target + count - 1, (Py_ssize_t)self->leaves[i].rows);
-            return NULL;
+    if (self->agent_writers != NULL && PyTuple_GET_SIZE(self->agent_writers) != count) {
+        PyErr_Format(PyExc_ValueError, "put_agents: %zd agents, the writer has writers for %zd", count,
+                     PyTuple_GET_SIZE(self->agent_writers));
+        return NULL;
+    }
+    for (Py_ssize_t k = 0; k < (self->agent_writers != NULL ? count : 1); k++) {
+        RowWriter *views = agent_writer(self, k);
+        for (Py_ssize_t i = 0; i < views->count; i++) {
+            Leaf *leaf = &views->leaves[i];
+            if (leaf->view != NULL && (target < 0 || target > leaf->rows - count)) {
+                PyErr_Format(PyExc_IndexError, "put_agents: rows %zd to %zd outside the %zd rows", target,
+                             target + count - 1, (Py_ssize_t)leaf->rows);
+                return NULL;
+            }
         }
     }
     int stepping = rewards != Py_None;
@@ -573,8 +618,9 @@ static PyObject *RowWriter_put_agents(RowWriter *self, PyObject *const *args, Py
     for (Py_ssize_t k = 0; k < count; k++) {
         PyObject *agent = PyTuple_GET_ITEM(agents, k);
         PyObject *obs = entry(observations, agent), *info = NULL;
+        RowWriter *views = agent_writer(self, k);
         if (obs == NULL) {
-            write_padding(self, target + k, row + k, stepping);
+            write_padding(self, views, target + k, row + k, stepping);
         } else {
             live++;
             info = entry(infos, agent);
@@ -590,10 +636,10 @@ static PyObject *RowWriter_put_agents(RowWriter *self, PyObject *const *args, Py
                     goto inexact;
                 }
             }
-            if (take_obs(self, target + k, obs) <= 0) { /* (0: inexact; the rows were checked above) */
+            if (take_obs(views, target + k, obs) <= 0) { /* (0: inexact; the rows were checked above) */
                 goto inexact;
             }
-            if (write_obs(self, target + k) < 0) {
+            if (write_obs(views, target + k) < 0) {
                 Py_DECREF(list);
                 return NULL;
             }

@@ -18,17 +18,19 @@ from __future__ import annotations
 import copy
 import functools
 from contextlib import closing
+from unittest import mock
 
 import gymnasium as gym
 import numpy as np
 import pytest
-from fakes import AsReturned, Chatter, JoinLeave, SpaceEnv, Walk, WalkSingle
+from fakes import AsReturned, Chatter, DictJoinLeave, JoinLeave, Mixed, SpaceEnv, VariedAgents, Walk, WalkSingle
 from gymnasium.vector import AutoresetMode
 from helpers import assert_same, own_trajectories
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import shoal
+from shoal.multiagent.engine import PettingZooEngine, _no_fast_path
 
 CONFIGS = [
     pytest.param({"backend": "serial", "num_workers": 2}, id="serial"),
@@ -316,12 +318,17 @@ def test_generated_programs_with_action_sequences_equal_envs_stepped_by_hand(con
     _same_results(_shoal(obs, fns, mode, config), ByHand(fns, mode), mode, ops)
 
 
+MULTIAGENT = [JoinLeave, DictJoinLeave, VariedAgents, Mixed, *[functools.partial(Chatter, n) for n in (1, 2, 4)]]
+"""The scripted variable population JoinLeave (and with Dict observations), VariedAgents (every type of result, some
+for the C writer, some for the full checks), Mixed (agents of different spaces, flattened) and Chatter (a Text leaf,
+episodes of 1, 2 or 4 steps)."""
+
+
 @st.composite
 def multiagent_programs(draw):
-    """(PettingZoo env factory, how many envs, autoreset mode, ops): the scripted variable population JoinLeave, or
-    Chatter (a Text leaf, episodes of 1, 2 or 4 steps)."""
+    """(PettingZoo env factory, how many envs, autoreset mode, ops), the env one of :data:`MULTIAGENT`."""
     n = draw(st.integers(2, 4))  # at least one per worker
-    fn = draw(st.sampled_from([JoinLeave, *[functools.partial(Chatter, length) for length in (1, 2, 4)]]))
+    fn = draw(st.sampled_from(MULTIAGENT))
     mode = draw(st.sampled_from(list(AutoresetMode)))
     return fn, n, mode, draw(_ops(n))
 
@@ -338,6 +345,20 @@ def test_generated_multiagent_programs_equal_the_serial_backend(config, program)
     steps, resets and partial resets of whole envs in every autoreset mode: the worker backends equal the serial one
     (itself checked against the envs stepped by hand and written tables in test_multiagent), bit for bit."""
     _multiagent_results(config, *program)
+
+
+@pytest.mark.timeout(300)
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(program=multiagent_programs())
+def test_generated_multiagent_programs_equal_the_full_checks_path(program):
+    """The C writer of an env's rows (RowWriter.put_agents) against the engine's full checks and numpy writes, which
+    it replaced where results are exact: the same programs on the serial backend with and without it, bit for bit."""
+    fn, n, mode, ops = program
+    with mock.patch.object(PettingZooEngine, "_fast_writer", lambda self, layout, buffers: _no_fast_path):
+        ref = shoal.make(fn, n, autoreset_mode=mode, backend="serial")
+    assert all(engine._put_agents is _no_fast_path for engine in ref._transport.engines)
+    envs = shoal.make(fn, n, autoreset_mode=mode, backend="serial")
+    _same_results(envs, ref, mode, ops, envs.agents_per_env)
 
 
 def _multiagent_results(config: dict, fn, n: int, mode: AutoresetMode, ops: list) -> None:

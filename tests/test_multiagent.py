@@ -400,6 +400,14 @@ def test_a_raising_agent_step_names_env_and_agent(config):
             envs.step(np.ones(6, np.int64))
 
 
+def reset_and_step(envs, steps: int):
+    """A seeded reset, then ``steps`` steps of zero actions; the last observations."""
+    obs = envs.reset(seed=0)[0]
+    for _ in range(steps):
+        obs = envs.step(np.zeros(envs.num_envs, np.int64))[0]
+    return obs
+
+
 LIES = {  # kind of bad result -> what the error says after "for agent 'y' from reset() / step(): "
     "shape": r"observation: expected shape \(2,\) for Box\(0.0, 1.0, \(2,\), float32\), got an array of shape \(3,\)",
     "none": r"observation: expected a value of Box\(0.0, 1.0, \(2,\), float32\), got None",
@@ -423,18 +431,14 @@ def test_bad_agent_outputs_name_env_and_agent(config, bad_at, what):
     with shoal.make(partial(LiesAboutObs, bad_at=bad_at, what=what), 2, **config) as envs:
         message = rf"env 0 \(lies_v0, rows 0-1\) returned bad data for agent 'y' from {during}\(\): {LIES[what]}"
         with pytest.raises(errors.EnvOutputError, match=message):
-            envs.reset(seed=0)
-            for _ in range(bad_at):
-                envs.step(np.zeros(4, np.int64))
+            reset_and_step(envs, bad_at)
 
 
 @pytest.mark.parametrize("bad_at", [1, 3])
 def test_step_results_that_are_not_five_dicts_are_named(bad_at):
     for what, got in [("list", r"got \(dict, list, dict, dict, dict\)"), ("four", "got a tuple of 4")]:
         with shoal.make(partial(LiesAboutObs, bad_at=bad_at, what=what), 2, backend="serial") as envs:
-            envs.reset(seed=0)
-            for _ in range(bad_at - 1):
-                envs.step(np.zeros(4, np.int64))
+            reset_and_step(envs, bad_at - 1)
             message = (r"env 0 \(lies_v0, rows 0-1\) returned bad data from step\(\): expected five dicts "
                        r"\(observations, rewards, terminations, truncations, infos\), " + got)
             with pytest.raises(errors.EnvOutputError, match=message):
@@ -445,18 +449,14 @@ def test_step_results_that_are_not_five_dicts_are_named(bad_at):
 def test_a_float_past_float32s_range_warns_as_numpy_does(bad_at, during):
     with shoal.make(partial(LiesAboutObs, bad_at=bad_at, what="far"), 2, backend="serial") as envs:
         with pytest.warns(RuntimeWarning, match="overflow encountered in cast"):
-            obs = envs.reset(seed=0)[0]
-            for _ in range(bad_at):
-                obs = envs.step(np.zeros(4, np.int64))[0]
+            obs = reset_and_step(envs, bad_at)
         assert obs[1].tolist() == [np.inf, 0.5] and obs[3].tolist() == [np.inf, 0.5]
         with warnings.catch_warnings():
             warnings.simplefilter("error")
             message = (rf"env 0 \(lies_v0, rows 0-1\) raised RuntimeWarning writing its rows from {during}\(\): "
                        r"overflow encountered in cast")
             with pytest.raises(errors.EnvError, match=message):
-                envs.reset(seed=0)
-                for _ in range(bad_at):
-                    envs.step(np.zeros(4, np.int64))
+                reset_and_step(envs, bad_at)
 
 
 @pytest.mark.parametrize("bad_at, during", [(0, "reset"), (2, "step")])
@@ -465,9 +465,7 @@ def test_an_agent_not_in_possible_agents_is_named(bad_at, during):
         message = (rf"env 0 \(lies_v0, rows 0-1\) returned bad data for agent 'z' from {during}\(\): an agent not "
                    r"in possible_agents \['x', 'y'\]")
         with pytest.raises(errors.EnvOutputError, match=message):
-            envs.reset(seed=0)
-            for _ in range(bad_at):
-                envs.step(np.zeros(4, np.int64))
+            reset_and_step(envs, bad_at)
 
 
 @pytest.mark.parametrize("config", SMALL_BACKENDS[:3])

@@ -98,7 +98,7 @@ class VariedDict(gym.Env):
         return self._obs(), float(action), False, self.t % 9 == 0, {}
 
 
-class Said(gym.Env):
+class Said(VariedDict):
     """A Dict observation with a loose leaf (Text) in a Dict of its own, beside fixed-size ones: what it says changes
     every step; ``exact``: its position is always a float32 array (else at times a list: the slow path)."""
 
@@ -106,24 +106,11 @@ class Said(gym.Env):
         {"pos": spaces.Box(-1, 1, (2,), np.float32), "note": spaces.Dict({"said": spaces.Text(8)}),
          "id": spaces.Discrete(3)}
     )
-    action_space = spaces.Discrete(2)
-
-    def __init__(self, exact: bool = False) -> None:
-        self.exact = exact
-
-    def reset(self, *, seed=None, options=None):
-        super().reset(seed=seed)
-        self.t = int(self.np_random.integers(10))
-        return self._obs(), {}
 
     def _obs(self):
         t = self.t
         pos = [t / 20 % 1, -0.5] if t % 3 == 0 and not self.exact else np.array([t / 20 % 1, -0.5], np.float32)
         return {"pos": pos, "note": {"said": f"t{t}"}, "id": t % 3}
-
-    def step(self, action):
-        self.t += 1
-        return self._obs(), float(action), False, self.t % 7 == 0, {}
 
 
 class Words(gym.Env):

@@ -212,13 +212,17 @@ def test_rewards_and_flags_are_stored_as_floats_and_bools():
     rewards, terms, truncs = np.zeros(2), np.zeros(2, np.bool_), np.zeros(2, np.bool_)
     put = RowWriter([((), (), batch)], rewards, terms, truncs).put
     obs = np.ones(1, np.float32)
-    for reward in [1.5, -3, True, False, np.float64(0.125), np.float32(0.3)]:
-        assert put(0, 1, obs, reward, False, False) == 1
-        assert rewards[1] == float(reward) and rewards[0] == 0.0
+    numpy_ones = [np.int64(-7), np.uint64(2**64 - 1), np.int8(-3), np.float16(0.3), np.bool_(True)]
+    for reward in [1.5, -3, True, False, np.float64(0.125), np.float32(0.3), *numpy_ones]:
+        assert put(0, 1, obs, reward, False, False) == 1, reward
+        stored = np.zeros(1)
+        stored[0] = reward  # as numpy casts it
+        assert rewards[1] == stored[0] and rewards[0] == 0.0
     assert put(0, 1, obs, 0.0, True, False) == 2 and terms[1] and not truncs[1]
     assert put(0, 1, obs, 0.0, np.bool_(False), np.bool_(True)) == 2 and not terms[1] and truncs[1]
     assert put(0, 1, obs, 0.0, False, False) == 1 and not terms[1] and not truncs[1]
     assert put(0, 1, obs, 0.0, 0, 1) == 2 and not terms[1] and truncs[1]  # ints 0 and 1, as the full checks take them
+    assert put(0, 1, obs, 0.0, np.uint8(1), np.int64(0)) == 2 and terms[1] and not truncs[1]  # numpy's too
 
 
 @pytest.mark.parametrize(
@@ -247,9 +251,16 @@ def test_rewards_and_flags_are_stored_as_floats_and_bools():
          2, False),
         ({"id": 1, "pos": np.zeros(2, np.float32), "pair": (1, np.zeros((3, 2), np.uint8)), "level": 0.5}, 1.0,
          False, None),
+        ({"id": 1, "pos": np.zeros(2, np.float32), "pair": (1, np.zeros((3, 2), np.uint8)), "level": 0.5}, 1.0,
+         np.int64(2), False),
+        ({"id": 1, "pos": np.zeros(2, np.float32), "pair": (1, np.zeros((3, 2), np.uint8)), "level": 0.5},
+         np.complex64(1), False, False),
+        ({"id": 1, "pos": np.zeros(2, np.float32), "pair": (1, np.zeros((3, 2), np.uint8)), "level": 0.5},
+         np.longdouble(0.1), False, False),  # (the full checks take it; numpy rounds it to float64)
     ],
     ids=["leaf-str", "missing-key", "extra-key", "extra-item", "broadcast", "float-for-uint8", "float-for-discrete",
-         "int-past-int64", "reward-none", "reward-str", "flag-int", "flag-none"],
+         "int-past-int64", "reward-none", "reward-str", "flag-int", "flag-none", "flag-numpy-2", "reward-complex",
+         "reward-longdouble"],
 )
 def test_anything_else_writes_nothing(obs, reward, terminated, truncated):
     """All or nothing: the caller's slow path decides, so no row is left half written."""
@@ -320,6 +331,15 @@ def test_a_writer_over_buffers_it_cannot_serve_is_refused(args, match):
         RowWriter(*args)
 
 
+class NumpyScalars(gym.Wrapper):
+    """CartPole whose reward is a numpy int and flags numpy ints 0 and 1 (as an env computing them with numpy
+    returns them)."""
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        return obs, np.int64(reward), np.int64(terminated), np.uint8(truncated), info
+
+
 def _minigrid():
     import minigrid  # noqa: F401 (registers its ids)
 
@@ -338,11 +358,12 @@ def _minigrid():
         ),
         functools.partial(Said, exact=True),
         Words,
+        lambda: NumpyScalars(gym.make("CartPole-v1")),
         pytest.param(_minigrid, marks=pytest.mark.skipif(
             importlib.util.find_spec("minigrid") is None, reason="minigrid is not installed (the test extra has it)")),
     ],
     ids=["cartpole", "pendulum", "dict-of-python-and-numpy-scalars", "ordered-dict", "float64-for-float32",
-         "dict-with-text", "text", "minigrid"],
+         "dict-with-text", "text", "numpy-int-rewards-and-flags", "minigrid"],
 )
 def test_well_behaved_envs_never_take_the_slow_path(monkeypatch, env_fn):
     slow = []  # the observations the full checks saw (the slow path of a step or a reset)
@@ -418,14 +439,14 @@ GOOD = ({"a": np.zeros(2, np.float32)}, {"a": 1.0}, {"a": False}, {"a": False}, 
         (0, {"a": np.zeros(2, np.float32), "z": np.zeros(2, np.float32)}),  # an agent not in agents
         (1, {}),  # no reward
         (1, {"a": "1"}),
-        (1, {"a": np.int64(1)}),
+        (1, {"a": np.complex64(1)}),
         (2, {"a": 2}),
         (3, {"a": None}),
         (3, _OwnDict(GOOD[3])),
         (4, {"a": 5}),  # an info that is not a dict
         (4, [{}]),
     ],
-    ids=["obs-subclass", "obs-list", "obs-shape", "unknown-agent", "no-reward", "reward-str", "reward-int64",
+    ids=["obs-subclass", "obs-list", "obs-shape", "unknown-agent", "no-reward", "reward-str", "reward-complex",
          "flag-2", "flag-none", "flags-subclass", "info-int", "infos-list"],
 )
 def test_put_agents_leaves_anything_inexact_to_the_slow_path(index, value):

@@ -21,8 +21,8 @@
  *   (converted as numpy converts it, with numpy's RuntimeWarning past float32's range); for a 0-d leaf also a numpy
  *   scalar of its dtype, a Python int for an int64 leaf, a Python float for a float32 or float64 leaf; reached
  *   through dicts, OrderedDicts and tuples (not their subclasses) of the space's sizes;
- * - the reward a Python float, int or bool, or a numpy float64 or float32;
- * - each flag a Python or numpy bool, or a Python int 0 or 1.
+ * - the reward a Python float, int or bool, or a numpy float64, float32, float16, integer or bool;
+ * - each flag a Python or numpy bool, or a Python or numpy int 0 or 1.
  * put_obs(row, obs) -> 0 or 1: the same for an observation alone (a reset's).
  * Anything else returns 0 with nothing written, and the caller takes the slow path: the full checks, which name the
  * env and what was wrong, then numpy's own writes. numpy's own writes would broadcast a (1,)-shaped observation into
@@ -374,7 +374,8 @@ static int as_flag(PyObject *value, npy_bool *out) {
         *out = PyArrayScalar_VAL(value, Bool) != 0;
         return 1;
     }
-    if (PyLong_CheckExact(value)) { /* an int 0 or 1, as the full checks take it (an older env's flags) */
+    if (PyLong_CheckExact(value) || PyArray_IsScalar(value, Integer)) {
+        /* an int 0 or 1, Python's or numpy's, as the full checks take it (an older env's flags) */
         int overflow;
         long item = PyLong_AsLongAndOverflow(value, &overflow);
         if (!overflow && (item == 0 || item == 1)) {
@@ -398,6 +399,19 @@ static int as_reward(PyObject *value, double *out) {
     if (PyLong_CheckExact(value)) {
         double item = PyLong_AsDouble(value);
         if (item == -1.0 && PyErr_Occurred()) { /* too large for a float: the slow path says so */
+            PyErr_Clear();
+            return 0;
+        }
+        *out = item;
+        return 1;
+    }
+    if (PyArray_IsScalar(value, Bool)) {
+        *out = PyArrayScalar_VAL(value, Bool) ? 1.0 : 0.0;
+        return 1;
+    }
+    if (PyArray_IsScalar(value, Integer) || PyArray_IsScalar(value, Half)) { /* as numpy's cast to float64 rounds */
+        double item = PyFloat_AsDouble(value);
+        if (item == -1.0 && PyErr_Occurred()) {
             PyErr_Clear();
             return 0;
         }

@@ -125,12 +125,13 @@ class PettingZooEngine(Engine):
         rows = self.rows
         per_row = (b.rewards, b.terminations, b.truncations)
         try:
-            if not rows.flat_observations and not layout.loose:
+            if rows.flat_observations:
+                placed = [rows.flat_leaves(k, b.obs) for k in range(rows.count)]
+                if all(leaves is not None for leaves in placed):
+                    agents = [RowWriter(leaves, *per_row) for leaves in placed]
+                    return RowWriter([], *per_row, b.extras["agent_mask"], agents).put_agents
+            elif not layout.loose:
                 return RowWriter(layout.leaf_views(b.obs), *per_row, b.extras["agent_mask"]).put_agents
-            placed = [rows.flat_leaves(k, b.obs) for k in range(rows.count)] if rows.flat_observations else [None]
-            if all(leaves is not None for leaves in placed):
-                agents = [RowWriter(leaves, *per_row) for leaves in placed]
-                return RowWriter([], *per_row, b.extras["agent_mask"], agents).put_agents
         except ValueError:  # a leaf it cannot take (a key neither str nor int)
             pass
         return _no_fast_path

@@ -703,7 +703,8 @@ static PyTypeObject RowWriterType = {
     .tp_basicsize = sizeof(RowWriter),
     .tp_dealloc = (destructor)RowWriter_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "RowWriter(leaves, rewards, terminations, truncations, mask=None): see the module's docstring",
+    .tp_doc = "RowWriter(leaves, rewards, terminations, truncations, mask=None, agents=None): see the module's "
+              "docstring",
     .tp_methods = RowWriter_methods,
     .tp_init = (initproc)RowWriter_init,
     .tp_new = PyType_GenericNew,

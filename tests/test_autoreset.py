@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import random
+from contextlib import closing
 from functools import partial
 
 import gymnasium as gym
 import numpy as np
 import pytest
 from fakes import CountingEnv, KeepsItsOutputs
+from gymnasium.vector import AutoresetMode
+from helpers import assert_same
 
 import shoal
 from shoal.errors import ResetNeededError
@@ -149,3 +153,40 @@ def test_same_step_final_observations_that_cannot_be_copied_are_the_envs_own():
         envs.step(ACTIONS[:2])
         obs, _, term, _, info = envs.step(ACTIONS[:2])
     assert term.all() and [o.t for o in obs] == [0, 0] and [o.t for o in info["final_obs"]] == [2, 2]
+
+
+class _SharedStream(gym.Env):
+    """Draws every observation from one random stream that all its instances share (as envs using Python's or
+    numpy's global generator do) and ends its episode on a draw below 0.3: what each env sees depends on the order
+    in which the envs step and reset."""
+
+    observation_space = gym.spaces.Box(0.0, 1.0, (1,), np.float64)
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, stream: random.Random) -> None:
+        self.stream = stream
+
+    def reset(self, *, seed=None, options=None):
+        return np.array([self.stream.random()]), {"phase": "reset"}
+
+    def step(self, action):
+        x = self.stream.random()
+        return np.array([x]), x, x < 0.3, False, {"phase": "step"}
+
+
+@pytest.mark.parametrize("mode", [AutoresetMode.SAME_STEP, AutoresetMode.NEXT_STEP])
+def test_serial_steps_and_resets_envs_in_gymnasiums_order(mode):
+    """The calling process steps its envs in Gymnasium's order: each env that ends its episode resets right after
+    its own step (same-step) or in its turn of the next (next-step), before the next env steps, so envs that share
+    a random stream see the values they would see in Gymnasium's ``SyncVectorEnv``."""
+    actions = np.zeros(4, np.int64)
+    mine = shoal.make([partial(_SharedStream, random.Random(0))] * 4, autoreset_mode=mode, backend="serial")
+    theirs = gym.vector.SyncVectorEnv([partial(_SharedStream, random.Random(0))] * 4, autoreset_mode=mode)
+    with closing(mine), closing(theirs):
+        assert_same(mine.reset(), theirs.reset())
+        ended = 0
+        for t in range(30):
+            out = mine.step(actions)
+            assert_same(out, theirs.step(actions), f"step {t}")
+            ended += int(out[2].sum())
+    assert ended >= 8  # episodes ended at different steps in different envs

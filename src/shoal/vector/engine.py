@@ -11,8 +11,9 @@ across its envs (the Atari engine resizes all its screens in one call):
 * ``_step_envs(ids, actions)``: one primitive step each; write observations, rewards, terminations, truncations.
 
 and may override ``_autoreset_envs(ids)``, how an env starts its next episode on its own (by default a reset with no
-seed or options), and ``_advance_envs(ids, actions, ended)``, a step in which some envs autoreset instead (by default
-the two primitives one after the other).
+seed or options), ``_advance_envs(ids, actions, ended)``, a step in which some envs autoreset instead (by default
+the two primitives one after the other), and ``_step_in_turn(ids, actions)``, a same-step batch in which each env that
+ends its episode resets right after its own step (by default the engine resets them after the batch).
 """
 
 from __future__ import annotations
@@ -206,6 +207,13 @@ class Engine(ABC):
         game an episodic life ended."""
         return self._reset_envs(ids, NoSeeds(len(ids)), None)
 
+    def _step_in_turn(self, ids: np.ndarray, actions: Any) -> tuple[list[dict], Finals | None]:
+        """A same-step batch: by default :meth:`_step_envs`, after which :meth:`step` resets the envs whose episode
+        ended (None). An engine may instead reset each of them right after its own step, as Gymnasium's
+        ``SyncVectorEnv`` does, and return their :class:`~shoal.vector.infos.Finals` (None if none ended): the infos
+        it returns for them are then their resets'."""
+        return self._step_envs(ids, actions), None
+
     def _advance_envs(self, ids: np.ndarray, actions: Any, ended: np.ndarray) -> list[dict]:
         """One next-step batch: envs ``ids[ended]`` start their next episode (:meth:`_autoreset_envs`; that is their
         whole step, and their rows of ``actions`` are ignored), the others step with their rows of ``actions``.
@@ -345,7 +353,13 @@ class Engine(ABC):
             if ids is not self._one_taken:
                 b.steps_taken[at] = 1
                 self._one_taken = ids
-            infos = self._step_envs(ids, batch)
+            if self.autoreset_mode is AutoresetMode.SAME_STEP:
+                infos, finals = self._step_in_turn(ids, batch)
+                if finals is not None:  # the engine reset its ended envs itself
+                    b.settle(ids)
+                    return self._finished(ids, infos, finals)
+            else:
+                infos = self._step_envs(ids, batch)
         elif np.count_nonzero(ended) == len(ended):  # every env of the group autoresets: no step at all
             return self._settle_reset(ids, self._autoreset_envs(ids))
         else:  # the whole group in one call, not the resets then the rest: a subset of a group is not a slice.
@@ -450,19 +464,32 @@ class Engine(ABC):
         b.needs_reset[done] = False
         if not any(step_infos) and not any(reset_infos):
             return [finals]
-        entries: InfoEntries = []
-        steps, resets = iter(step_infos or repeat({})), iter(reset_infos or repeat({}))
-        pending: Finals | None = finals
-        for env_id, over in zip(ids.tolist(), overs):  # in env order: the finals where the first ended env is
-            info = next(steps)
-            if over:
-                if pending is not None:
-                    entries.append(pending)
-                    pending = None
-                info = next(resets)
-            if info:
-                entries.append((env_id, info))
-        return entries
+        resets = iter(reset_infos or repeat({}))
+        infos = [next(resets) if over else info for info, over in zip(step_infos or repeat({}), overs)]
+        return _with_finals(self._listed(ids), infos, finals)
+
+    def _finished(self, ids: np.ndarray, infos: list[dict], finals: Finals) -> InfoEntries:
+        """:meth:`_finish` where the engine reset the envs that ended already (:meth:`_step_in_turn`): none needs
+        a reset."""
+        if ids is not self._clean:
+            self.buffers.needs_reset[self._run(ids)] = False
+            self._clean = ids
+        return _with_finals(self._listed(ids), infos, finals)
+
+
+def _with_finals(ids: list[int], infos: list[dict], finals: Finals) -> InfoEntries:
+    """The info entries of envs ``ids`` (one info each, an ended env's that of its reset; or an empty list: none
+    has any), with ``finals`` where the first env that ended is."""
+    if not any(infos):
+        return [finals]
+    first = int(finals.ids[0])
+    entries: InfoEntries = []
+    for env_id, info in zip(ids, infos):
+        if env_id == first:
+            entries.append(finals)
+        if info:
+            entries.append((env_id, info))
+    return entries
 
 
 def _entries(ids: list[int], infos: list[dict]) -> InfoEntries:

@@ -17,6 +17,7 @@ from shoal.errors import ConfigError, SpaceMismatchError
 from shoal.vector._rows import RowWriter
 from shoal.vector.buffers import Buffers, item_writers
 from shoal.vector.engine import Engine, blame, close_all, env_error
+from shoal.vector.infos import Finals, owned
 from shoal.vector.outputs import (
     RESET_RESULT,
     STEP_RESULT,
@@ -226,9 +227,27 @@ class GymEngine(Engine):
     def _step_envs(self, ids: np.ndarray, actions: np.ndarray) -> list[dict]:
         return self._advance_envs(ids, actions, None)
 
-    def _advance_envs(self, ids: np.ndarray, actions: Any, ended: np.ndarray | None) -> list[dict]:
+    def _step_in_turn(self, ids: np.ndarray, actions: Any) -> tuple[list[dict], Finals | None]:
+        # each env that ends its episode resets right after its step, before the next env steps (Gymnasium's
+        # order), and the batch needs no second pass over the envs that ended
+        ended: list[tuple[int, Any, dict]] = []
+        infos = self._advance_envs(ids, actions, None, ended)
+        if not ended:
+            return infos, None
+        done, obs, final_infos = zip(*ended)
+        return infos, Finals(np.array(done, ids.dtype), list(obs), list(final_infos) if any(final_infos) else [])
+
+    def _advance_envs(
+        self,
+        ids: np.ndarray,
+        actions: Any,
+        ended: np.ndarray | None,
+        in_turn: list[tuple[int, Any, dict]] | None = None,
+    ) -> list[dict]:
         # The hot loop: a few Python operations per env beyond env.step itself; an env that ended its episode last
-        # step resets in its turn (``ended``; None: none did). A step's results are written by one C call when they
+        # step resets in its turn (``ended``; None: none did), and so, in same-step mode, does one that ends it now
+        # where ``in_turn`` collects its final observation and info (else ``_finals`` keeps the observation and
+        # step() resets it after the batch). A step's results are written by one C call when they
         # are exactly what the buffers hold (_fast_writers: arrays of the leaf's shape and dtype, Python or
         # numpy floats and bools, ...); anything else, and an info that is not a dict, gets the full checks
         # (shoal.vector.outputs) before numpy writes it, so an observation numpy would broadcast or cast with loss
@@ -265,7 +284,10 @@ class GymEngine(Engine):
                 written = self._put_checked(env_id, row, obs, reward, terminated, truncated, info)
             if written == 2:  # the episode ended
                 flagged = True
-                if finals is not None:  # a copy: an env may return the array it keeps and change it in reset
+                if in_turn is not None:  # copies: an env may return the array or dict it keeps and change it in reset
+                    in_turn.append((env_id, standalone(obs), owned(info)))
+                    info = self._reset(env_id, row, None, None)
+                elif finals is not None:
                     finals[env_id] = standalone(obs)
             infos.append(info)
         self._quiet = not flagged

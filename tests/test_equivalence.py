@@ -188,6 +188,26 @@ def test_an_env_whose_reset_takes_no_options_runs_until_options_are_given(backen
             envs.reset(options={"note": "x"})
 
 
+class OptionsRequired(SpaceEnv):
+    """An env written as reset(self, seed, options), both required (as Gymnasium's own tests write some); it
+    keeps the options it got in its info."""
+
+    def reset(self, seed, options):
+        obs, info = super().reset(seed=seed)
+        return obs, {**info, "options": repr(options)}
+
+
+@pytest.mark.parametrize("mode", [AutoresetMode.SAME_STEP, AutoresetMode.NEXT_STEP])
+def test_an_env_whose_reset_requires_options_gets_them_as_gymnasiums_vector_envs_pass_them(backend, mode):
+    """Gymnasium's vector envs pass ``options=`` (None if none) to every user reset: so does shoal, and to its
+    autoresets too, which Gymnasium makes as ``reset()`` and this env refuses."""
+    with beside_gymnasium([OptionsRequired] * 3, mode, **backend) as (envs, ref):
+        assert_same(envs.reset(seed=0), ref.reset(seed=0))
+        for _ in range(30):  # autoresets included (episodes of 12 steps)
+            envs.step(np.zeros(3, np.int64))
+        assert_same(envs.reset(seed=1, options={"a": 1}), ref.reset(seed=1, options={"a": 1}))
+
+
 @pytest.mark.parametrize("kind", ["int", "f32", "own"])
 @pytest.mark.parametrize("config", [{}, {"inline": False}], ids=["inline", "workers-only"])
 def test_same_step_final_observations_come_from_workers_as_the_env_returned_them(config, kind):

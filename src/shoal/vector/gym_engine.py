@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import inspect
 import sys
 from dataclasses import dataclass
 from itertools import repeat
@@ -101,6 +102,18 @@ def standalone(obs: Any) -> Any:
         return obs
 
 
+def takes_options(env: Env) -> bool:
+    """Whether ``env.reset`` takes ``options`` (Gymnasium's signature, or ``**kwargs``): its resets pass
+    ``options=`` as Gymnasium's vector envs do, so a reset written ``reset(self, seed, options)`` works. One written
+    without it (``reset(self, seed=None)``, as SB3's tests write some) gets options only when there are some, as SB3
+    passes them, and then raises its own TypeError."""
+    try:
+        parameters = inspect.signature(env.reset).parameters.values()
+    except (TypeError, ValueError):  # no signature to read (a method written in C): Gymnasium's call
+        return True
+    return any(p.name == "options" or p.kind is p.VAR_KEYWORD for p in parameters)
+
+
 def _slow_path(*results: Any) -> int:
     """``put`` and ``put_obs`` where no RowWriter serves: nothing written, every step takes the slow path."""
     return 0
@@ -126,6 +139,7 @@ class GymEngine(Engine):
             made[id(env)] = i
             self.envs.append(env)
             self._check_spaces(i, env, factory)
+        self._with_options = [takes_options(env) for env in self.envs]
         self._obs = buffers.spec.obs
         self._action = buffers.spec.action
         self._write_obs = self._obs.row_writer(buffers.obs, self.loose_obs)
@@ -202,10 +216,13 @@ class GymEngine(Engine):
     def _reset(self, env_id: int, row: int, seed: int | None, options: dict | None) -> dict:
         """Reset one env and write its observation to ``row`` (by ``put_obs`` if it is exactly what the buffers hold,
         else checked in full, then by numpy); its info."""
-        env = self.envs[env_id - self.env_ids.start]
+        k = env_id - self.env_ids.start
+        env = self.envs[k]
         try:  # not blame(): a context manager costs more than the reset of a cheap env
-            # options only when there are some, as SB3 passes them: an env written as reset(self, seed=None) works
-            result = env.reset(seed=seed) if options is None else env.reset(seed=seed, options=options)
+            if options is None and not self._with_options[k]:
+                result = env.reset(seed=seed)
+            else:
+                result = env.reset(seed=seed, options=options)
         except Exception as exc:
             raise env_error(env_id, exc) from exc
         if type(result) not in (tuple, list) or len(result) != 2:  # (an observation of two values would unpack)

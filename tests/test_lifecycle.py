@@ -638,6 +638,43 @@ def test_forked_workers_never_finalize_garbage_they_inherit(tmp_path):
     assert path.read_text().split() == [str(os.getpid())]
 
 
+def test_a_forked_child_leaves_its_parents_workers_alone():
+    """A child forked from a process with vector envs open (os.fork, then a normal exit, which runs the atexit
+    handlers it inherited: multiprocessing's terminated the parent's daemon workers, shoal's closed them) leaves
+    them to the parent, which steps on. In the child those envs are closed, with an error naming the parent; a
+    serial vector env made before the fork is the child's own copy and steps there."""
+    code = """
+        import multiprocessing, os, sys
+        import numpy as np
+        import shoal
+        from shoal.errors import ClosedError
+        shared = shoal.make("CartPole-v1", 4, backend="multiprocessing", num_workers=2, inline=False)
+        own = shoal.make("CartPole-v1", 2, backend="serial")
+        shared.reset(seed=0)
+        own.reset(seed=0)
+        pid = os.fork()
+        if pid == 0:
+            try:
+                shared.step(np.zeros(4, np.int64))
+                sys.exit(3)
+            except ClosedError as exc:
+                assert f"belongs to process {os.getppid()}" in str(exc), exc
+            own.step(np.zeros(2, np.int64))
+            shared.close()
+            sys.exit(0)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0, status
+        for _ in range(20):
+            shared.step(np.zeros(4, np.int64))
+        shared.close()
+        own.close()
+        assert not multiprocessing.active_children()
+        print("the parent stepped on")
+    """
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and "the parent stepped on" in done.stdout, done.stdout + done.stderr
+
+
 def test_a_heap_the_caller_froze_stays_frozen():
     gc.freeze()
     try:

@@ -7,6 +7,7 @@ backends only move commands and results (:mod:`shoal.vector.transport`).
 
 from __future__ import annotations
 
+import os
 import warnings
 import weakref
 from collections.abc import Mapping
@@ -19,6 +20,7 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space, iterate
 
 from shoal.errors import (
+    ClosedError,
     ConfigError,
     MissingDependencyError,
     NotResetError,
@@ -108,6 +110,7 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):  # type: ignore[misc]
         share_cost: ShareCost | None = None,
     ) -> None:
         self.closed = True  # until the backend is up, so __del__ of a half-built env does nothing
+        self._owner: int | None = None  # in a child forked from the process that made it: that process (_disown)
         if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)) or num_envs < 1:
             raise ConfigError(f"num_envs must be a positive integer, got {num_envs!r}")
         self.num_envs = int(num_envs)
@@ -214,6 +217,20 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):  # type: ignore[misc]
         collected or the interpreter exits (then at once, without the grace ``close()`` gives workers to finish),
         so workers never outlive the shared memory they write, and none keeps the interpreter from exiting."""
         self._finalizer = weakref.finalize(self, self._transport.close, True)
+        if self._transport.shared:
+            self._made_in = os.getpid()
+            _SHARED.add(self)
+
+    def _disown(self) -> None:
+        """In a child forked from the process that made this vector env: closed here, without a word to its
+        workers, pipes or shared memory, which stay that process's (neither this one's exit nor its garbage
+        collector closes them)."""
+        if self.closed:  # closed in the parent already: it says so here too
+            return
+        if self._finalizer.detach() is not None:
+            self._transport.disown()
+        self.closed = True
+        self._owner = self._made_in
 
     # -- construction ------------------------------------------------------------------------------------------------
 
@@ -819,7 +836,7 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):  # type: ignore[misc]
         may start new work. A call parks what is in flight before it starts (:meth:`_quiesce_for_call`), so one cut
         short (not left pending by ``call_async``) owes its own answers alone, and they are dropped here."""
         if self.closed:
-            pass
+            self._check_owner(name)
         elif self.is_async:
             if self._calling and self._state is AsyncState.DEFAULT:  # a call cut short: it had parked what was
                 self._transport.drain()  # stepping, so what the envs owe is that call's answers alone
@@ -873,7 +890,17 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):  # type: ignore[misc]
             self._interrupted = True
 
     def _check_waiting(self, state: AsyncState, name: str) -> None:
+        if self.closed:
+            self._check_owner(name)
         check_waiting(self._state, state, self.closed, name)
+
+    def _check_owner(self, name: str) -> None:
+        """Refuse ``name`` in a child forked from the process that made this vector env (:meth:`_disown`)."""
+        if self._owner is not None:
+            raise ClosedError(
+                f"{name}: this vector env belongs to process {self._owner}, which made it; this process is a child "
+                f"forked from it, where it is closed (its workers answer their parent alone): make a new one here"
+            )
 
     def _in_flight(self) -> list[int]:
         if not self.is_async or self._held is None:
@@ -914,6 +941,21 @@ def _scaled(units: range, rows: int) -> range:
     """The rows of a range of units of ``rows`` rows each."""
     return range(units.start * rows, units.stop * rows)
 
+
+_SHARED: weakref.WeakSet[VectorEnv] = weakref.WeakSet()
+"""The open vector envs whose backend other processes share (workers, Ray actors): a forked child disowns them."""
+
+
+def _disown_all() -> None:
+    """Right after a fork, in the child: every vector env with a shared backend is closed here and stays its
+    parent's (:meth:`VectorEnv._disown`). Before this, a child that exited normally (os.fork, then sys.exit) closed
+    its parent's workers on its way out."""
+    for envs in list(_SHARED):
+        envs._disown()
+    _SHARED.clear()
+
+
+os.register_at_fork(after_in_child=_disown_all)
 
 IN_PLACE_FROM = 64 << 10
 """A batch of actions of at least this many bytes is read in place by the engines in the calling process (see

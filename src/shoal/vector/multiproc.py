@@ -116,6 +116,7 @@ class MultiprocessingTransport(Transport):
     """
 
     reports_arrivals = True
+    shared = True
 
     def __init__(
         self,
@@ -448,6 +449,13 @@ class MultiprocessingTransport(Transport):
         )
 
     # -- shutdown --------------------------------------------------------------------------------------------------
+
+    def disown(self) -> None:
+        # multiprocessing's exit function terminates every daemon process it counts as a child of this one: a forked
+        # child that exits normally would terminate its parent's workers (os.fork copies that count)
+        children = getattr(mp.process, "_children", None)
+        if isinstance(children, set):
+            children.difference_update(self._procs.values())
 
     def close(self, terminate: bool = False) -> None:
         deadline = time.monotonic() + _CLOSE_GRACE_S

@@ -201,6 +201,8 @@ class RayTransport(Transport):
         address: the Ray cluster to join (default: ``RAY_ADDRESS``, a running Ray, or a new local one).
     """
 
+    shared = True
+
     def __init__(
         self,
         factory: EngineFactory,

@@ -146,6 +146,15 @@ class Transport(ABC):
     def close(self, terminate: bool = False) -> None:
         """Release engines and processes (``terminate``: without letting them finish); idempotent; never hangs."""
 
+    shared = False
+    """Whether other processes share this backend (workers, their pipes and shared memory, Ray actors): a child
+    forked from the process that made it must leave it alone (:meth:`disown`). The serial backend's envs and
+    buffers are the child's own copies."""
+
+    def disown(self) -> None:
+        """In a child forked from the process that made this backend: let go of it without a word to anything the
+        two processes share, which stays the parent's (called once, right after the fork)."""
+
 
 def pickled(value: Any, what: str) -> bytes:
     """``value`` pickled to cross to another process (pickle, else cloudpickle for lambdas and closures), or an

@@ -197,11 +197,20 @@ class OptionsRequired(SpaceEnv):
         return obs, {**info, "options": repr(options)}
 
 
+class OptionsInKwargs(SpaceEnv):
+    """An env written as reset(self, **kwargs) that reads kwargs["options"]."""
+
+    def reset(self, **kwargs):
+        obs, info = super().reset(seed=kwargs["seed"])
+        return obs, {**info, "options": repr(kwargs["options"])}
+
+
+@pytest.mark.parametrize("env", [OptionsRequired, OptionsInKwargs])
 @pytest.mark.parametrize("mode", [AutoresetMode.SAME_STEP, AutoresetMode.NEXT_STEP])
-def test_an_env_whose_reset_requires_options_gets_them_as_gymnasiums_vector_envs_pass_them(backend, mode):
-    """Gymnasium's vector envs pass ``options=`` (None if none) to every user reset: so does shoal, and to its
-    autoresets too, which Gymnasium makes as ``reset()`` and this env refuses."""
-    with beside_gymnasium([OptionsRequired] * 3, mode, **backend) as (envs, ref):
+def test_an_env_whose_reset_requires_options_gets_them_as_gymnasiums_vector_envs_pass_them(backend, mode, env):
+    """Gymnasium's vector envs pass ``options=`` (None if none) to every user reset: so does shoal to an env that
+    needs them, and to its autoresets too, which Gymnasium makes as ``reset()`` and these envs refuse."""
+    with beside_gymnasium([env] * 3, mode, **backend) as (envs, ref):
         assert_same(envs.reset(seed=0), ref.reset(seed=0))
         for _ in range(30):  # autoresets included (episodes of 12 steps)
             envs.step(np.zeros(3, np.int64))

@@ -102,16 +102,17 @@ def standalone(obs: Any) -> Any:
         return obs
 
 
-def takes_options(env: Env) -> bool:
-    """Whether ``env.reset`` takes ``options`` (Gymnasium's signature, or ``**kwargs``): its resets pass
-    ``options=`` as Gymnasium's vector envs do, so a reset written ``reset(self, seed, options)`` works. One written
-    without it (``reset(self, seed=None)``, as SB3's tests write some) gets options only when there are some, as SB3
-    passes them, and then raises its own TypeError."""
+def needs_options(env: Env) -> bool:
+    """Whether ``env.reset`` must be passed ``options`` on every reset, as Gymnasium's vector envs pass it: it takes
+    them with no default (``reset(self, seed, options)``) or takes ``**kwargs``. Other envs get ``options`` only when
+    there are some, as SB3 passes them: one written with a default (Gymnasium's signature) sees no difference and
+    its wrappers pass one argument less, and one written without it (``reset(self, seed=None)``, as SB3's tests
+    write some) works until options are given, then raises its own TypeError."""
     try:
         parameters = inspect.signature(env.reset).parameters.values()
     except (TypeError, ValueError):  # no signature to read (a method written in C): Gymnasium's call
         return True
-    return any(p.name == "options" or p.kind is p.VAR_KEYWORD for p in parameters)
+    return any(p.kind is p.VAR_KEYWORD or p.name == "options" and p.default is p.empty for p in parameters)
 
 
 def _slow_path(*results: Any) -> int:
@@ -139,7 +140,7 @@ class GymEngine(Engine):
             made[id(env)] = i
             self.envs.append(env)
             self._check_spaces(i, env, factory)
-        self._with_options = [takes_options(env) for env in self.envs]
+        self._with_options = [needs_options(env) for env in self.envs]
         self._obs = buffers.spec.obs
         self._action = buffers.spec.action
         self._write_obs = self._obs.row_writer(buffers.obs, self.loose_obs)

@@ -262,14 +262,14 @@ class GymEngine(Engine):
         ended: np.ndarray | None,
         in_turn: list[tuple[int, Any, dict]] | None = None,
     ) -> list[dict]:
-        # The hot loop: a few Python operations per env beyond env.step itself; an env that ended its episode last
-        # step resets in its turn (``ended``; None: none did), and so, in same-step mode, does one that ends it now
-        # where ``in_turn`` collects its final observation and info (else ``_finals`` keeps the observation and
-        # step() resets it after the batch). A step's results are written by one C call when they
-        # are exactly what the buffers hold (_fast_writers: arrays of the leaf's shape and dtype, Python or
-        # numpy floats and bools, ...); anything else, and an info that is not a dict, gets the full checks
-        # (shoal.vector.outputs) before numpy writes it, so an observation numpy would broadcast or cast with loss
-        # is an error naming the env on any step, not only the first (seed 004 checks the first batch).
+        # The hot loop: a few Python operations per env beyond env.step itself; an env that ended its episode last step
+        # resets in its turn (``ended``; None: none did), and so, in same-step mode, does one that ends it now where
+        # ``in_turn`` collects its final observation and info (else ``_finals`` keeps the observation and step() resets
+        # it after the batch). A step's results are written by one C call when they are exactly what the buffers hold
+        # (_fast_writers: arrays of the leaf's shape and dtype, Python or numpy floats and bools, ...); anything else,
+        # and an info that is not a dict, gets the full checks (shoal.vector.outputs) before numpy writes it, so an
+        # observation numpy would broadcast or cast with loss is an error naming the env on any step, not only the first
+        # (seed 004 checks the first batch).
         b = self.buffers
         envs, first = self.envs, self.env_ids.start
         put, (rewards, terms, truncs) = self._put, self._scalars

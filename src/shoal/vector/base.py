@@ -955,7 +955,8 @@ def _disown_all() -> None:
     _SHARED.clear()
 
 
-os.register_at_fork(after_in_child=_disown_all)
+if hasattr(os, "register_at_fork"):  # (no fork, no hook: Windows)
+    os.register_at_fork(after_in_child=_disown_all)
 
 IN_PLACE_FROM = 64 << 10
 """A batch of actions of at least this many bytes is read in place by the engines in the calling process (see

@@ -899,7 +899,8 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):  # type: ignore[misc]
         if self._owner is not None:
             raise ClosedError(
                 f"{name}: this vector env belongs to process {self._owner}, which made it; this process is a child "
-                f"forked from it, where it is closed (its workers answer their parent alone): make a new one here"
+                f"forked from it, where it is closed (its workers and shared memory stay that process's): make a new "
+                f"one here"
             )
 
     def _in_flight(self) -> list[int]:

@@ -1,6 +1,6 @@
 """Build shoal's C extensions (Atari frame preprocessing; atomic counters for the multiprocessing backend's
-signalling; buffer addresses for copies out of the shared buffers; an env's step results written into the buffers);
-everything else is in pyproject.toml."""
+signalling; the guard that lets one thread at a time into a vector env; buffer addresses for copies out of the
+shared buffers; an env's step results written into the buffers); everything else is in pyproject.toml."""
 
 import sys
 
@@ -14,6 +14,7 @@ setup(
     ext_modules=[
         Extension("shoal.atari._frames", ["src/shoal/atari/_frames.c"], extra_compile_args=flags),
         Extension("shoal.vector._counters", ["src/shoal/vector/_counters.c"], extra_compile_args=flags[:1]),
+        Extension("shoal.vector._guard", ["src/shoal/vector/_guard.c"], extra_compile_args=flags[:1]),
         Extension("shoal.vector._memory", ["src/shoal/vector/_memory.c"], extra_compile_args=flags[:1]),
         Extension("shoal.vector._pipe", ["src/shoal/vector/_pipe.c"], extra_compile_args=flags[:1]),
         # built against numpy 2's headers, which by default build for every numpy from 1.x on (numpy>=1.24 at run time)

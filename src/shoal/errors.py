@@ -20,6 +20,7 @@ Gymnasium raised::
     │   ├── NoAsyncCallError                    recv without a pending call
     │   ├── NotResetError                       step before the first reset
     │   ├── ResetNeededError                    stepping a finished env with autoreset disabled
+    │   ├── ConcurrentCallError                 a call while another thread is inside one
     │   └── ClosedError                         any call after close()
     ├── WaitTimeoutError       (multiprocessing.TimeoutError, TimeoutError)  a *_wait(timeout=...) ran out
     └── EnvError               (RuntimeError)   a sub-environment raised; carries env_id and the traceback
@@ -108,6 +109,15 @@ class NotResetError(StateError):
 
 class ResetNeededError(StateError):
     """With ``autoreset_mode="disabled"``, an env whose episode ended was stepped without being reset."""
+
+
+class ConcurrentCallError(StateError):
+    """A call of a vector env while another thread is inside one of its calls: a vector env takes one call at a
+    time. ``owner`` is the ident of the thread inside."""
+
+    def __init__(self, message: str, owner: int | None = None) -> None:
+        StateError.__init__(self, message)
+        self.owner = owner
 
 
 class ClosedError(StateError, gym_error.ClosedEnvironmentError):

@@ -211,16 +211,21 @@ class TorchEnv:
 
     def send(self, actions: torch.Tensor, offsets: torch.Tensor | None, gamma: float) -> None:
         envs = self.envs
-        envs._write_slot = self.slots.free() if self.slots is not None else 0
-        try:
-            if offsets is None:
-                envs.send(_numpy(actions))
-            else:
-                envs.send_sequences(_numpy(actions), _numpy(offsets), gamma)
-        finally:
-            envs._write_slot = 0
+        with envs._guard:  # one thread at a time, as in the vector env's own calls (shoal.vector.state)
+            envs._write_slot = self.slots.free() if self.slots is not None else 0
+            try:
+                if offsets is None:
+                    envs.send(_numpy(actions))
+                else:
+                    envs.send_sequences(_numpy(actions), _numpy(offsets), gamma)
+            finally:
+                envs._write_slot = 0
 
     def recv(self) -> tuple[torch.Tensor, ...]:
+        with self.envs._guard:  # (the step's results are read from the vector env's buffers)
+            return self._collect()
+
+    def _collect(self) -> tuple[torch.Tensor, ...]:
         _, ids, rows = self.envs._receive()
         slots = self.slots
         slot, obs = slots.batch(rows) if slots is not None else (0, None)

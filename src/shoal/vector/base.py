@@ -11,6 +11,7 @@ import os
 import warnings
 import weakref
 from collections.abc import Mapping
+from contextlib import nullcontext
 from typing import Any, Iterable, Literal, Sequence, TypeVar
 
 import gymnasium
@@ -47,7 +48,8 @@ from shoal.vector.cpus import usable_cores
 from shoal.vector.engine import Command, LooseObs, Op, Sequences
 from shoal.vector.infos import InfoParts, merge_infos
 from shoal.vector.load import BUSY, ShareCost, choose_workers, other_runnable
-from shoal.vector.state import AsyncState, check_idle, check_timeout, check_waiting, whole
+from shoal.vector._guard import CallGuard
+from shoal.vector.state import AsyncState, check_idle, check_timeout, check_waiting, guarded, refuse_concurrent, whole
 from shoal.vector.transport import EngineFactory, Transport
 
 Backend = Literal["serial", "multiprocessing", "ray"]
@@ -111,6 +113,8 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):  # type: ignore[misc]
     ) -> None:
         self.closed = True  # until the backend is up, so __del__ of a half-built env does nothing
         self._owner: int | None = None  # in a child forked from the process that made it: that process (_disown)
+        self._guard = CallGuard(refuse_concurrent)  # one call at a time, whichever threads call (see state.py)
+        _ALL_ENVS.add(self)
         if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)) or num_envs < 1:
             raise ConfigError(f"num_envs must be a positive integer, got {num_envs!r}")
         self.num_envs = int(num_envs)
@@ -356,6 +360,7 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):  # type: ignore[misc]
         self.reset_async(seed=seed, options=options)
         return self._reset_wait_parts()
 
+    @guarded
     def reset_async(
         self, seed: int | Sequence[int | None] | None = None, options: dict[str, Any] | None = None
     ) -> None:
@@ -410,6 +415,7 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):  # type: ignore[misc]
         obs, parts = self._reset_wait_parts(timeout)
         return obs, self._merged(parts)
 
+    @guarded
     def _reset_wait_parts(self, timeout: float | None = None) -> tuple[Any, InfoParts]:
         check_timeout(timeout)
         self._check_waiting(AsyncState.WAITING_RESET, "reset_wait")
@@ -448,46 +454,48 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):  # type: ignore[misc]
 
     def send(self, actions: Any, gamma: float | None = None) -> None:
         """Start a step of the batch the caller holds (all envs, or ``info["env_id"]`` of the last batch)."""
-        ids = self._sendable()
-        if type(actions) is not np.ndarray and is_sequence_batch(self._single_action, actions):
-            values, offsets, discount = check_sequences(
-                self._single_action, actions, len(ids), 1.0 if gamma is None else gamma
-            )
-            self._send_sequences(ids, values, offsets, discount)
-            return
-        batch = self._check_actions(self._single_action, actions, len(ids), "actions")
-        self._check_env_actions(ids, batch, None)
-        own = self._own_rows
-        if (own is not None and type(batch) is np.ndarray and batch.nbytes >= IN_PLACE_FROM
-                and batch.dtype == self._buffers.actions.dtype):
-            # Synchronous: the engines in this process read their rows of the checked batch where they are (their
-            # envs get them read-only), and only the workers' rows are written
-            if own.stop < self.num_envs:
-                self._buffers.actions[own.stop :] = batch[own.stop :]
-            self._dispatch_step(ids, ids, own_actions=batch[own])
-            return
-        self._action_layout.write(self._buffers.actions, self._held_rows, batch)
-        if self._action_layout.loose:  # leaves without a fixed size go with the command, one tuple per env
-            held = self._sending
-            per_env = list(zip(*self._action_layout.loose_values(batch)))
-            starts = np.cumsum([0] + [len(self.groups[g]) for g in held]).tolist()
-            commands = {
-                g: Command(Op.STEP, self._group_ids(g), per_env[a:b]) for g, a, b in zip(held, starts, starts[1:])
-            }
-            self._dispatch_step(ids, ids, commands)
-            return
-        self._dispatch_step(ids, ids)
+        with self._guard:  # (written out, not @guarded: on every step, a wrapper would cost ~0.1 us)
+            ids = self._sendable()
+            if type(actions) is not np.ndarray and is_sequence_batch(self._single_action, actions):
+                values, offsets, discount = check_sequences(
+                    self._single_action, actions, len(ids), 1.0 if gamma is None else gamma
+                )
+                self._send_sequences(ids, values, offsets, discount)
+                return
+            batch = self._check_actions(self._single_action, actions, len(ids), "actions")
+            self._check_env_actions(ids, batch, None)
+            own = self._own_rows
+            if (own is not None and type(batch) is np.ndarray and batch.nbytes >= IN_PLACE_FROM
+                    and batch.dtype == self._buffers.actions.dtype):
+                # Synchronous: the engines in this process read their rows of the checked batch where they are (their
+                # envs get them read-only), and only the workers' rows are written
+                if own.stop < self.num_envs:
+                    self._buffers.actions[own.stop :] = batch[own.stop :]
+                self._dispatch_step(ids, ids, own_actions=batch[own])
+                return
+            self._action_layout.write(self._buffers.actions, self._held_rows, batch)
+            if self._action_layout.loose:  # leaves without a fixed size go with the command, one tuple per env
+                held = self._sending
+                per_env = list(zip(*self._action_layout.loose_values(batch)))
+                starts = np.cumsum([0] + [len(self.groups[g]) for g in held]).tolist()
+                commands = {
+                    g: Command(Op.STEP, self._group_ids(g), per_env[a:b]) for g, a, b in zip(held, starts, starts[1:])
+                }
+                self._dispatch_step(ids, ids, commands)
+                return
+            self._dispatch_step(ids, ids)
 
     def send_sequences(self, values: Any, offsets: Any, gamma: float | None = None) -> None:
         """:meth:`send` of action sequences given flat: env ``j`` of the batch runs ``values[offsets[j]:offsets[j+1]]``.
 
         The form the PyTorch ops use (no list of arrays to build); same semantics as a list of arrays.
         """
-        ids = self._sendable()
-        values, offsets, discount = check_flat_sequences(
-            self._single_action, values, offsets, len(ids), 1.0 if gamma is None else gamma
-        )
-        self._send_sequences(ids, values, offsets, discount)
+        with self._guard:
+            ids = self._sendable()
+            values, offsets, discount = check_flat_sequences(
+                self._single_action, values, offsets, len(ids), 1.0 if gamma is None else gamma
+            )
+            self._send_sequences(ids, values, offsets, discount)
 
     def _sendable(self) -> np.ndarray:
         if (self._state is AsyncState.DEFAULT and not (self.closed or self.is_async or self._interrupted)
@@ -559,20 +567,22 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):  # type: ignore[misc]
         return obs, rewards, terminations, truncations, infos
 
     def _recv_parts(self, timeout: float | None = None) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, InfoParts]:
-        """:meth:`recv` with its infos as they came (for an adapter that hands them out per env)."""
-        answers, ids, rows = self._receive(timeout, self._split)
-        b = self._buffers
-        extras: list[np.ndarray] | None = None
-        if self._split_copies is not None:  # copied group by group (see _results)
-            obs, rewards, terminations, truncations, *extras = self._split_copies.finish()
-            self._split_copies = None
-        else:
-            obs, rewards = self._observations(rows), _take(b.rewards, rows)
-            terminations, truncations = _take(b.terminations, rows), _take(b.truncations, rows)
-        parts = self._info_parts(answers, ids, rows, extras)
-        if self._used_sequences and self._sequenced(answers):
-            parts.arrays["steps_taken"] = _take(b.steps_taken, rows)
-        return obs, rewards, terminations, truncations, parts
+        """:meth:`recv` with its infos as they came (for an adapter that hands them out per env). Its results are
+        copies (or the caller's views, ``copy=False``), so the infos are merged outside the call guard."""
+        with self._guard:
+            answers, ids, rows = self._receive(timeout, self._split)
+            b = self._buffers
+            extras: list[np.ndarray] | None = None
+            if self._split_copies is not None:  # copied group by group (see _results)
+                obs, rewards, terminations, truncations, *extras = self._split_copies.finish()
+                self._split_copies = None
+            else:
+                obs, rewards = self._observations(rows), _take(b.rewards, rows)
+                terminations, truncations = _take(b.terminations, rows), _take(b.truncations, rows)
+            parts = self._info_parts(answers, ids, rows, extras)
+            if self._used_sequences and self._sequenced(answers):
+                parts.arrays["steps_taken"] = _take(b.steps_taken, rows)
+            return obs, rewards, terminations, truncations, parts
 
     def _receive(
         self, timeout: float | None = None, split: list[slice] | None = None
@@ -638,6 +648,7 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):  # type: ignore[misc]
 
     # -- PyTorch ------------------------------------------------------------------------------------------------------
 
+    @guarded
     def torch(self, device: Any = "cpu") -> tuple:
         """PyTorch custom ops over this env: ``handle, send, step, recv, get_last_info, unregister``.
 
@@ -678,7 +689,12 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):  # type: ignore[misc]
     def close_extras(self, terminate: bool = False, **kwargs: Any) -> None:
         """Stop the workers (``terminate``: at once, without letting them finish what they are doing). With
         :attr:`warn_close_pending`, closing with a call pending warns afterwards (a warning turned into an error
-        must not leave the workers running)."""
+        must not leave the workers running). Refused while another thread is inside a call (ConcurrentCallError): its
+        waits would read pipes and memory closed under them."""
+        with getattr(self, "_guard", nullcontext()):  # (none if the constructor failed before making it)
+            self._close_extras(terminate)
+
+    def _close_extras(self, terminate: bool) -> None:
         state = getattr(self, "_state", AsyncState.DEFAULT)
         self._state = AsyncState.DEFAULT
         if getattr(self, "_torch_handles", None):
@@ -945,12 +961,17 @@ def _scaled(units: range, rows: int) -> range:
 
 _SHARED: weakref.WeakSet[VectorEnv] = weakref.WeakSet()
 """The open vector envs whose backend other processes share (workers, Ray actors): a forked child disowns them."""
+_ALL_ENVS: weakref.WeakSet[VectorEnv] = weakref.WeakSet()
+"""Every vector env made in this process (alive): a forked child forgets their call guards' holders."""
 
 
 def _disown_all() -> None:
     """Right after a fork, in the child: every vector env with a shared backend is closed here and stays its
     parent's (:meth:`VectorEnv._disown`). Before this, a child that exited normally (os.fork, then sys.exit) closed
-    its parent's workers on its way out."""
+    its parent's workers on its way out. Only the forking thread follows a fork, so no call guard is held by another
+    thread in the child."""
+    for envs in list(_ALL_ENVS):
+        envs._guard.forget()
     for envs in list(_SHARED):
         envs._disown()
     _SHARED.clear()

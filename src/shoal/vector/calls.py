@@ -13,9 +13,10 @@ import numpy as np
 
 from shoal.errors import ConfigError
 from shoal.vector.engine import Command, Op
-from shoal.vector.state import AsyncState, check_timeout, whole
+from shoal.vector.state import AsyncState, check_timeout, guarded, whole
 
 if TYPE_CHECKING:
+    from shoal.vector._guard import CallGuard
     from shoal.vector.transport import Transport
 
 
@@ -30,6 +31,7 @@ class Calls:
         _state: AsyncState
         _interrupted: bool
         _calling: bool
+        _guard: CallGuard
 
         def _check_waiting(self, state: AsyncState, name: str) -> None: ...
         def _check_idle(self, name: str, full: bool = False) -> None: ...
@@ -43,9 +45,11 @@ class Calls:
         self.call_async(name, *args, **kwargs)
         return self.call_wait()
 
+    @guarded
     def call_async(self, name: str, *args: Any, **kwargs: Any) -> None:
         self._run_everywhere(Op.CALL, (name, args, kwargs))
 
+    @guarded
     def call_wait(self, timeout: float | None = None) -> tuple[Any, ...]:
         """The results of :meth:`call_async` (or :meth:`get_attr`), one per env.
 
@@ -147,6 +151,7 @@ class Calls:
         if len(values) != count:
             raise ConfigError(f"{name}: expected one value per env id ({count}), got {len(values)}")
 
+    @guarded
     def _on_envs(self, op: Op, env_ids: Sequence[int] | None, payload: Any, name: str) -> list[Any]:
         """Run ``op`` on envs ``env_ids`` (all if None): each group hosting some of them gets ``payload(part)``,
         ``part`` being the positions in ``env_ids`` of its envs. One result per env, in the order of ``env_ids``."""

@@ -2,15 +2,24 @@
 
 ``reset``, ``step`` and ``call`` are each a ``*_async`` that starts work and a ``*_wait`` that collects it; between
 the two the vector env is waiting for that kind of answer, and nothing else may start.
+
+Threads: a vector env takes one call at a time. Each call that reads or changes its state runs inside the vector
+env's :class:`~shoal.vector._guard.CallGuard` (:func:`guarded`, :func:`whole`, or ``with self._guard:`` on the step
+path); a call from another thread meanwhile raises :class:`~shoal.errors.ConcurrentCallError` before it touches
+anything. A synchronous ``step`` is two such calls, ``send`` and ``recv``, so two threads stepping at once meet the
+state machine's own errors in between (a step is collected by the first ``recv`` after its ``send``), never each
+other's half-made state. (Before, two threads could both pass the idle check, both start a step, and one then waited
+forever for answers the other had taken.) Calls handed from one thread to another between calls are fine.
 """
 
 from __future__ import annotations
 
 import functools
+import threading
 from enum import Enum
-from typing import Any, Callable
+from typing import Any, Callable, NoReturn
 
-from shoal.errors import AlreadyPendingCallError, ClosedError, ConfigError, NoAsyncCallError
+from shoal.errors import AlreadyPendingCallError, ClosedError, ConcurrentCallError, ConfigError, NoAsyncCallError
 
 
 class AsyncState(Enum):
@@ -56,17 +65,41 @@ def check_timeout(timeout: float | None) -> float | None:
     return timeout
 
 
-def whole(method: Callable[..., Any]) -> Callable[..., Any]:
-    """``method`` runs both halves of a call (``step`` is ``send`` then ``recv``): an exception out of it goes to the
-    vector env's ``_note_interrupt`` first, which remembers an interrupt (Ctrl-C) wherever it landed, so that the
-    next call drops what this one left (its waits alone cannot see one between the halves)."""
+def refuse_concurrent(owner: int) -> NoReturn:
+    """What a vector env's call guard raises for a thread that calls while thread ``owner`` is inside a call."""
+    name = next((t.name for t in threading.enumerate() if t.ident == owner), "gone")
+    raise ConcurrentCallError(
+        f"another thread ({name!r}, ident {owner}) is inside a call of this vector env; a vector env takes one call "
+        f"at a time: call it from one thread (or from one thread after another, each call returned before the next "
+        f"starts), or give each thread its own vector env",
+        owner,
+    )
+
+
+def guarded(method: Callable[..., Any]) -> Callable[..., Any]:
+    """``method`` runs inside the vector env's call guard: one thread at a time (see the module's docstring)."""
 
     @functools.wraps(method)
     def run(self: Any, *args: Any, **kwargs: Any) -> Any:
-        try:
+        with self._guard:
             return method(self, *args, **kwargs)
-        except BaseException as exc:
-            self._note_interrupt(exc)
-            raise
+
+    return run
+
+
+def whole(method: Callable[..., Any]) -> Callable[..., Any]:
+    """``method`` runs both halves of a call (``step`` is ``send`` then ``recv``), inside the call guard (as
+    :func:`guarded`): an exception out of it goes to the vector env's ``_note_interrupt`` first, which remembers an
+    interrupt (Ctrl-C) wherever it landed, so that the next call drops what this one left (its waits alone cannot see
+    one between the halves)."""
+
+    @functools.wraps(method)
+    def run(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with self._guard:
+            try:
+                return method(self, *args, **kwargs)
+            except BaseException as exc:
+                self._note_interrupt(exc)
+                raise
 
     return run

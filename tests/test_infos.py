@@ -82,6 +82,11 @@ def cases():
     yield "empty infos", [(env, {}) for env in range(8)]
     yield "final observations", [(env, {"final_obs": np.ones(2) * env, "a": 1.0}) for env in range(8)]
     yield "fewer envs than a key at a time pays for", base[: merging.BY_KEY_FROM - 1]
+    yield "episodes ending in a few envs (RecordEpisodeStatistics), of numpy and Python scalars", [
+        (3, {"episode": {"r": 23.0, "l": 23, "t": 1.5}}),
+        (5, {"episode": {"r": np.float32(2.0), "l": np.int32(2), "t": 0.25}, "lives": np.uint8(3)}),
+        (6, {"lives": True, "episode": {"t": np.float16(0.5)}}),
+    ]
 
 
 @pytest.mark.parametrize("entries", [pytest.param(entries, id=name) for name, entries in cases()])

@@ -240,6 +240,23 @@ class SlowEnv(gym.Env):
         return np.array([float(self.t), float(action)]), float(action), self.t % 7 == 0, False, info
 
 
+def assert_current(envs, obs, actions):
+    """``obs`` are what each of ``envs`` (SlowEnvs) holds now: its step count and, for an env that stepped rather than
+    reset, this step's action (a stale answer from an interrupted step, or another thread's, has another)."""
+    t = np.array(envs.get_attr("t"), np.float64)
+    np.testing.assert_array_equal(obs[:, 0], t)
+    stepped = t > 0
+    np.testing.assert_array_equal(obs[stepped, 1], actions[stepped])
+
+
+HOSTINGS = {  # how a test's envs are hosted: by the calling process, by workers, or both
+    "serial": dict(backend="serial"),
+    "inline": dict(backend="multiprocessing", num_workers=2, inline=True),
+    "workers": dict(backend="multiprocessing", num_workers=2, inline=False),
+    "ray": dict(backend="ray", num_workers=2),
+}
+
+
 def made_in_worker(parent: int, collect: bool = False, delay: float = 0.0) -> SlowEnv:
     """A SlowEnv; made in a process other than ``parent`` (a worker), first a garbage collection (``collect``: it
     finalizes whatever garbage the worker can reach) and a ``delay``. (shoal.make also makes one in the parent, to

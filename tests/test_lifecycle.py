@@ -21,7 +21,7 @@ import gymnasium as gym
 import numpy as np
 import psutil
 import pytest
-from fakes import BigInfoEnv, LooseSpaceEnv, SlowEnv, made_in_worker
+from fakes import HOSTINGS, BigInfoEnv, LooseSpaceEnv, SlowEnv, assert_current, made_in_worker
 
 import shoal
 from shoal.errors import AlreadyPendingCallError, NotResetError, WaitTimeoutError
@@ -249,26 +249,9 @@ def ctrl_c_after(seconds: float):
         signal.signal(signal.SIGUSR1, previous)
 
 
-def assert_current(envs, obs, actions):
-    """``obs`` are what each env holds now: its step count (SlowEnv's first entry) and, for an env that stepped
-    rather than reset, this step's action (a stale answer from an interrupted step has an older count or action)."""
-    t = np.array(envs.get_attr("t"), np.float64)
-    np.testing.assert_array_equal(obs[:, 0], t)
-    stepped = t > 0
-    np.testing.assert_array_equal(obs[stepped, 1], actions[stepped])
-
-
-INTERRUPTIBLE = {  # how the envs are hosted: by the calling process, by workers, or both
-    "serial": dict(backend="serial"),
-    "inline": dict(backend="multiprocessing", num_workers=2, inline=True),
-    "workers": dict(backend="multiprocessing", num_workers=2, inline=False),
-    "ray": dict(backend="ray", num_workers=2),
-}
-
-
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize(
-    "hosting", [pytest.param(k, marks=pytest.mark.ray) if k == "ray" else k for k in INTERRUPTIBLE]
+    "hosting", [pytest.param(k, marks=pytest.mark.ray) if k == "ray" else k for k in HOSTINGS]
 )
 def test_ctrl_c_during_a_step_never_leaves_a_stale_answer(hosting):
     """Ctrl-C in the middle of a reset, a step or a call (while this process steps its envs or waits for the
@@ -276,7 +259,7 @@ def test_ctrl_c_during_a_step_never_leaves_a_stale_answer(hosting):
     Before, the interrupted step's answer was taken for the next step's (and the next's for the one after), for
     good, resets included."""
     fn = functools.partial(SlowEnv, 0.2, reset_delay=0.2)
-    with shoal.make(fn, 4, **INTERRUPTIBLE[hosting]) as envs, shoal.make(fn, 4, backend="serial") as ref:
+    with shoal.make(fn, 4, **HOSTINGS[hosting]) as envs, shoal.make(fn, 4, backend="serial") as ref:
         with ctrl_c_after(0.05):
             envs.reset(seed=1)
         envs.reset(seed=0)
@@ -422,7 +405,7 @@ def test_ctrl_c_at_any_bytecode_of_a_steps_send_and_receive_leaves_the_env_curre
     from shoal.vector.info_table import InfoTable
     from shoal.vector.link import Link
 
-    with shoal.make(functools.partial(SlowEnv, 0.0, info=info), 4, **INTERRUPTIBLE[hosting]) as envs:
+    with shoal.make(functools.partial(SlowEnv, 0.0, info=info), 4, **HOSTINGS[hosting]) as envs:
         envs.reset(seed=0)
         transport = type(envs._transport)
         gathering = transport.collect if "collect" in vars(transport) else transport.gather  # (serial: no gather)
@@ -462,7 +445,7 @@ def test_ctrl_c_at_any_bytecode_of_a_reset_or_a_call_leaves_the_env_current(host
     from shoal.vector.link import Link
 
     fn = functools.partial(SlowEnv, 0.0)
-    with shoal.make(fn, 4, **INTERRUPTIBLE[hosting]) as envs, shoal.make(fn, 4, backend="serial") as ref:
+    with shoal.make(fn, 4, **HOSTINGS[hosting]) as envs, shoal.make(fn, 4, backend="serial") as ref:
         envs.reset(seed=0)
         expected, _ = ref.reset(seed=3)
 
@@ -510,7 +493,7 @@ def test_ctrl_c_at_any_bytecode_of_an_asynchronous_step_loses_no_env(hosting, pa
         return np.where((t > 0) & (t % 7 == 0), 0, t + 1)
 
     fn = functools.partial(SlowEnv, 0.0, info=True)
-    with shoal.make(fn, 6, batch_size=4, **INTERRUPTIBLE[hosting]) as envs:  # (a call parks less than a batch:
+    with shoal.make(fn, 6, batch_size=4, **HOSTINGS[hosting]) as envs:  # (a call parks less than a batch:
         # the next recv reads the transport too)
         envs.reset(seed=0)
         transport = type(envs._transport)
@@ -598,7 +581,7 @@ def test_ctrl_c_delivered_as_a_signal_never_leaves_the_call_guard_held(hosting):
     switch = sys.getswitchinterval()
     sys.setswitchinterval(1e-6)  # the threads take turns at almost every point where CPython checks for signals
     try:
-        with shoal.make(functools.partial(SlowEnv, 0.0), 4, **INTERRUPTIBLE[hosting]) as envs:
+        with shoal.make(functools.partial(SlowEnv, 0.0), 4, **HOSTINGS[hosting]) as envs:
             envs.reset(seed=0)
             sender.start()
             for k in range(3000):

@@ -13,25 +13,10 @@ import time
 
 import numpy as np
 import pytest
-from fakes import SlowEnv
+from fakes import HOSTINGS, SlowEnv, assert_current
 
 import shoal
 from shoal.errors import AlreadyPendingCallError, ConcurrentCallError, NoAsyncCallError, StateError
-
-HOSTING = {  # how the envs are hosted: by the calling thread, by workers, or both
-    "serial": dict(backend="serial"),
-    "inline": dict(backend="multiprocessing", num_workers=2, inline=True),
-    "workers": dict(backend="multiprocessing", num_workers=2, inline=False),
-}
-
-
-def assert_current(envs, obs, actions):
-    """``obs`` are what each env holds now (SlowEnv: its step count, then the action of its last step)."""
-    t = np.array(envs.get_attr("t"), np.float64)
-    np.testing.assert_array_equal(obs[:, 0], t)
-    stepped = t > 0
-    np.testing.assert_array_equal(obs[stepped, 1], actions[stepped])
-
 
 @pytest.fixture
 def switch_often():
@@ -43,7 +28,7 @@ def switch_often():
 
 
 @pytest.mark.timeout(180)
-@pytest.mark.parametrize("hosting", list(HOSTING))
+@pytest.mark.parametrize("hosting", ["serial", "inline", "workers"])
 def test_two_threads_stepping_one_vector_env_never_hang_and_each_gets_its_own_steps(hosting, switch_often):
     """Two threads step one vector env at once, each with its own action, 300 times, 6 times over. Every step either
     returns that thread's own step (each stepped env shows the thread's action) or raises a state error, and
@@ -51,7 +36,7 @@ def test_two_threads_stepping_one_vector_env_never_hang_and_each_gets_its_own_st
     and about one in 60 hung for good: both threads passed the idle check, both started a step, and one then waited
     for answers the other had taken."""
     for trial in range(6):
-        with shoal.make(functools.partial(SlowEnv, 0.0), 4, **HOSTING[hosting]) as envs:
+        with shoal.make(functools.partial(SlowEnv, 0.0), 4, **HOSTINGS[hosting]) as envs:
             envs.reset(seed=trial)
             refused: list[StateError] = []
             wrong: list[str] = []
@@ -93,7 +78,7 @@ def test_a_call_while_another_thread_is_inside_one_is_refused_at_once_and_hands_
     ConcurrentCallError naming that thread, and the step is still under way when it does (refused, not queued);
     close() is refused too (the step's waits would read pipes and memory closed under them). The step then returns
     its own results, and the other thread steps on with the env."""
-    with shoal.make(functools.partial(SlowEnv, 0.3), 4, **HOSTING[hosting]) as envs:
+    with shoal.make(functools.partial(SlowEnv, 0.3), 4, **HOSTINGS[hosting]) as envs:
         envs.reset(seed=0)
         results: list = []
         stepper = threading.Thread(target=lambda: results.append(envs.step(np.full(4, 2))), name="stepper")
@@ -157,7 +142,7 @@ def test_a_child_forked_while_another_thread_is_inside_a_call_can_call():
         sys.path.insert(0, "tests")
         import numpy as np
         import shoal
-        from fakes import SlowEnv
+        from fakes import HOSTINGS, SlowEnv, assert_current
         envs = shoal.make(functools.partial(SlowEnv, 0.3), 2, backend="serial")
         envs.reset(seed=0)
         stepper = threading.Thread(target=lambda: envs.step(np.full(2, 2)), name="stepper")

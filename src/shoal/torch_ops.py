@@ -225,6 +225,11 @@ class TorchEnv:
         with self.envs._guard:  # (the step's results are read from the vector env's buffers)
             return self._collect()
 
+    def step(self, actions: torch.Tensor, offsets: torch.Tensor | None, gamma: float) -> tuple[torch.Tensor, ...]:
+        with self.envs._guard:  # one call, as the vector env's own step
+            self.send(actions, offsets, gamma)
+            return self.recv()
+
     def _collect(self) -> tuple[torch.Tensor, ...]:
         _, ids, rows = self.envs._receive()
         slots = self.slots
@@ -339,9 +344,7 @@ def _recv_impl(handle: int, token: torch.Tensor) -> tuple[torch.Tensor, ...]:
 
 
 def _step_impl(handle: int, token: torch.Tensor, actions: torch.Tensor, offsets: Any, gamma: float) -> tuple:
-    env = handle_of(handle)
-    env.send(actions, offsets, gamma)
-    return env.recv()
+    return handle_of(handle).step(actions, offsets, gamma)
 
 
 def _last_info_impl(handle: int, token: torch.Tensor, name: str) -> torch.Tensor:

@@ -445,12 +445,13 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):  # type: ignore[misc]
         worker and stops early when its episode ends; the reward is ``sum_k gamma**k * r_k`` over the steps taken
         and ``info["steps_taken"]`` counts them. An empty sequence skips its env (last observation, reward 0).
         """
-        try:  # what state.whole does, written out: on every step, its wrapper would cost ~0.2 us
-            self.send(actions, gamma=gamma)
-            return self.recv()
-        except BaseException as exc:
-            self._note_interrupt(exc)
-            raise
+        with self._guard:  # what state.whole does, written out: on every step, its wrapper would cost ~0.2 us
+            try:  # (one call: another thread's recv between the halves would leave this one's step pending)
+                self.send(actions, gamma=gamma)
+                return self.recv()
+            except BaseException as exc:
+                self._note_interrupt(exc)
+                raise
 
     def send(self, actions: Any, gamma: float | None = None) -> None:
         """Start a step of the batch the caller holds (all envs, or ``info["env_id"]`` of the last batch)."""

@@ -6,10 +6,10 @@ the two the vector env is waiting for that kind of answer, and nothing else may 
 Threads: a vector env takes one call at a time. Each call that reads or changes its state runs inside the vector
 env's :class:`~shoal.vector._guard.CallGuard` (:func:`guarded`, :func:`whole`, or ``with self._guard:`` on the step
 path); a call from another thread meanwhile raises :class:`~shoal.errors.ConcurrentCallError` before it touches
-anything. A synchronous ``step`` is two such calls, ``send`` and ``recv``, so two threads stepping at once meet the
-state machine's own errors in between (a step is collected by the first ``recv`` after its ``send``), never each
-other's half-made state. (Before, two threads could both pass the idle check, both start a step, and one then waited
-forever for answers the other had taken.) Calls handed from one thread to another between calls are fine.
+anything. ``step``, ``reset`` and ``call`` hold it across their two halves (a ``recv`` refused between them would
+leave the step pending for nobody); a ``send`` and a ``recv`` called apart are two calls, which threads may pair
+as they like. (Before, two threads could both pass the idle check, both start a step, and one then waited forever
+for answers the other had taken.) Calls handed from one thread to another between calls are fine.
 """
 
 from __future__ import annotations

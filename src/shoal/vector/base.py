@@ -446,7 +446,7 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):  # type: ignore[misc]
         and ``info["steps_taken"]`` counts them. An empty sequence skips its env (last observation, reward 0).
         """
         with self._guard:  # what state.whole does, written out: on every step, its wrapper would cost ~0.2 us
-            try:  # (one call: another thread's recv between the halves would leave this one's step pending)
+            try:  # (one call: another thread's call between the halves got this recv refused, the step left pending)
                 self.send(actions, gamma=gamma)
                 return self.recv()
             except BaseException as exc:

@@ -113,8 +113,9 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):  # type: ignore[misc]
     ) -> None:
         self.closed = True  # until the backend is up, so __del__ of a half-built env does nothing
         self._owner: int | None = None  # in a child forked from the process that made it: that process (_disown)
+        self._made_in: int | None = None  # where a backend other processes share was made (_own_backend)
         self._guard = CallGuard(refuse_concurrent)  # one call at a time, whichever threads call (see state.py)
-        _ALL_ENVS.add(self)
+        _MADE.add(self)
         if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)) or num_envs < 1:
             raise ConfigError(f"num_envs must be a positive integer, got {num_envs!r}")
         self.num_envs = int(num_envs)
@@ -221,9 +222,8 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):  # type: ignore[misc]
         collected or the interpreter exits (then at once, without the grace ``close()`` gives workers to finish),
         so workers never outlive the shared memory they write, and none keeps the interpreter from exiting."""
         self._finalizer = weakref.finalize(self, self._transport.close, True)
-        if self._transport.shared:
+        if self._transport.shared:  # (workers, Ray actors: a forked child disowns it)
             self._made_in = os.getpid()
-            _SHARED.add(self)
 
     def _disown(self) -> None:
         """In a child forked from the process that made this vector env: closed here, without a word to its
@@ -960,22 +960,19 @@ def _scaled(units: range, rows: int) -> range:
     return range(units.start * rows, units.stop * rows)
 
 
-_SHARED: weakref.WeakSet[VectorEnv] = weakref.WeakSet()
-"""The open vector envs whose backend other processes share (workers, Ray actors): a forked child disowns them."""
-_ALL_ENVS: weakref.WeakSet[VectorEnv] = weakref.WeakSet()
-"""Every vector env made in this process (alive): a forked child forgets their call guards' holders."""
+_MADE: weakref.WeakSet[VectorEnv] = weakref.WeakSet()
+"""The vector envs alive in this process (a forked child's: those its parent had)."""
 
 
 def _disown_all() -> None:
     """Right after a fork, in the child: every vector env with a shared backend is closed here and stays its
     parent's (:meth:`VectorEnv._disown`). Before this, a child that exited normally (os.fork, then sys.exit) closed
     its parent's workers on its way out. Only the forking thread follows a fork, so no call guard is held by another
-    thread in the child."""
-    for envs in list(_ALL_ENVS):
+    thread in the child: each forgets its holder."""
+    for envs in list(_MADE):
         envs._guard.forget()
-    for envs in list(_SHARED):
-        envs._disown()
-    _SHARED.clear()
+        if envs._made_in is not None:
+            envs._disown()
 
 
 if hasattr(os, "register_at_fork"):  # (no fork, no hook: Windows)

@@ -18,6 +18,13 @@ from fakes import HOSTINGS, SlowEnv, assert_current
 import shoal
 from shoal.errors import ConcurrentCallError, StateError
 
+def wait_until_inside(envs, thread: threading.Thread, seconds: float = 10.0) -> None:
+    """Wait until ``thread`` is inside a call of ``envs`` (it holds the call guard), ``seconds`` at most."""
+    deadline = time.monotonic() + seconds
+    while envs._guard.owner != thread.ident and time.monotonic() < deadline:
+        time.sleep(0.001)
+
+
 @pytest.fixture
 def switch_often():
     """Threads switch every 10 us instead of 5 ms, so that two threads' calls interleave at many points."""
@@ -129,9 +136,7 @@ def test_a_call_while_another_thread_is_inside_one_is_refused_at_once_and_hands_
         results: list = []
         stepper = threading.Thread(target=lambda: results.append(envs.step(np.full(4, 2))), name="stepper")
         stepper.start()
-        deadline = time.monotonic() + 10
-        while envs._guard.owner != stepper.ident and time.monotonic() < deadline:
-            time.sleep(0.001)
+        wait_until_inside(envs, stepper)
         calls = {
             "step": lambda: envs.step(np.full(4, 1)),
             "send": lambda: envs.send(np.full(4, 1)),
@@ -167,9 +172,7 @@ def test_torch_ops_from_another_thread_are_refused_while_a_step_is_under_way():
         handle, send, step, recv, get_last_info, unregister = envs.torch()
         stepper = threading.Thread(target=lambda: envs.step(np.full(2, 2)), name="stepper")
         stepper.start()
-        deadline = time.monotonic() + 10
-        while envs._guard.owner != stepper.ident and time.monotonic() < deadline:
-            time.sleep(0.001)
+        wait_until_inside(envs, stepper)
         for op in (lambda: step(handle, torch.zeros(2, dtype=torch.int64)), lambda: recv(handle)):
             assert envs._guard.owner == stepper.ident
             with pytest.raises(ConcurrentCallError, match="'stepper'"):

@@ -1,6 +1,7 @@
 """Build shoal's C extensions (Atari frame preprocessing; atomic counters for the multiprocessing backend's
 signalling; the guard that lets one thread at a time into a vector env; buffer addresses for copies out of the
-shared buffers; an env's step results written into the buffers); everything else is in pyproject.toml."""
+shared buffers; an env's step results written into the buffers; an env's info merged into Gymnasium's vector
+form); everything else is in pyproject.toml."""
 
 import sys
 
@@ -18,6 +19,12 @@ setup(
         Extension("shoal.vector._memory", ["src/shoal/vector/_memory.c"], extra_compile_args=flags[:1]),
         Extension("shoal.vector._pipe", ["src/shoal/vector/_pipe.c"], extra_compile_args=flags[:1]),
         # built against numpy 2's headers, which by default build for every numpy from 1.x on (numpy>=1.24 at run time)
+        Extension(
+            "shoal.vector._infos",
+            ["src/shoal/vector/_infos.c"],
+            include_dirs=[numpy.get_include()],
+            extra_compile_args=flags[:1],
+        ),
         Extension(
             "shoal.vector._rows",
             ["src/shoal/vector/_rows.c"],

@@ -4,6 +4,10 @@ env by env): the same keys in the same order, dtypes, values and masks, on the p
 
 from __future__ import annotations
 
+import collections
+import enum
+import sys
+import tracemalloc
 import types
 
 import gymnasium as gym
@@ -11,6 +15,7 @@ import numpy as np
 import pytest
 
 from shoal.vector import infos as merging
+from shoal.vector._infos import add_info
 
 
 def gymnasiums(entries, size, row_of=None):
@@ -25,11 +30,14 @@ def gymnasiums(entries, size, row_of=None):
 
 def assert_same(theirs, ours):
     assert list(theirs) == list(ours)  # the same keys, in the same order (each key, then its mask)
-    masks = [value for key, value in ours.items() if key.startswith("_")]
+    masks = [value for key, value in ours.items() if isinstance(key, str) and key.startswith("_")]
     assert len({id(mask) for mask in masks}) == len(masks)  # each key its own mask, as Gymnasium's
     for key, value in theirs.items():
         if isinstance(value, dict):
             assert_same(value, ours[key])
+            continue
+        if type(value) is not np.ndarray:  # (what a dict holds at a row: the value stored there)
+            assert type(ours[key]) is type(value) and ours[key] == value, key
             continue
         assert type(ours[key]) is np.ndarray and ours[key].dtype == value.dtype, key
         assert ours[key].shape == value.shape, key
@@ -94,6 +102,104 @@ def test_other_infos_equal_gymnasiums(entries):
     if entries[0][1] and "final_obs" not in entries[0][1] and len(entries) >= merging.BY_KEY_FROM:
         assert merging._by_key(entries, [], 8, None) is None  # (the env-by-env path)
     assert_same(gymnasiums(entries, 8), merging.merge_infos(entries, 8))
+
+
+class Label(str):
+    """A str subclass: equal to the plain string it holds."""
+
+
+class Kind(enum.IntEnum):
+    A = 1
+
+
+def one_by_one():
+    """Infos that take each of add_info's paths (written in C): each must merge as Gymnasium's ``_add_info`` does."""
+    nested = collections.OrderedDict(r=1.5, l=2)
+    yield "keys that are not strings (their masks named by format())", [(1, {3: 1.0, (1, 2): "x", None: 2})]
+    yield "dict subclasses, outside and nested", [
+        (0, collections.OrderedDict(a=1.0, episode=nested)), (2, collections.defaultdict(int, a=2.0, b=True)),
+    ]
+    yield "casts into the first value's array", [
+        (0, {"i": 7, "f": 0.5, "b": True, "u": np.uint8(3)}),
+        (1, {"i": 2.7, "f": 3, "b": 0, "u": 200}),
+        (2, {"i": np.float32(-1.5), "f": np.int16(4), "b": np.float64(2.0), "u": np.uint8(250)}),
+    ]
+    yield "values of types Gymnasium puts in object arrays", [
+        (0, {"e": Kind.A, "nb": np.bool_(True), "c": 1 + 2j, "s": b"x", "o": object.__name__}),
+        (4, {"e": 5, "nb": False, "c": 0, "s": "y", "o": None}),
+    ]
+    yield "numpy scalars into their own type, and the extremes", [
+        (0, {"a": np.float32(-0.0), "b": np.int64(-(2**63)), "c": np.uint64(2**64 - 1), "d": float("-inf")}),
+        (5, {"a": np.float32("nan"), "b": np.int64(2**63 - 1), "c": np.uint64(0), "d": -0.0}),
+    ]
+    yield "arrays of every shape, and a 0-d one", [
+        (0, {"v": np.arange(6.0).reshape(2, 3), "z": np.array(3, np.int8), "o": np.array([None, 1], object)}),
+        (3, {"v": np.ones((2, 3), np.float32), "z": np.array(4, np.int8), "o": np.array(["a", 2.0], object)}),
+    ]
+    yield "final_obs of any kind, and a key equal to it", [
+        (0, {"final_obs": {"x": np.zeros(2)}}), (1, {Label("final_obs"): 3}), (2, {"final_obs": np.ones(3)}),
+    ]
+    yield "a key holding a dict, then a value (stored into the dict, as Gymnasium does)", [
+        (0, {"a": {"x": 1}}), (1, {"a": 2.0}),
+    ]
+    yield "a batch of one env", [(0, {"episode": {"r": 1.0, "l": 1, "t": 0.5}})]
+
+
+@pytest.mark.parametrize("entries", [pytest.param(entries, id=name) for name, entries in one_by_one()])
+def test_each_kind_of_info_added_as_gymnasium_adds_it(entries):
+    size = 1 if entries == [(0, entries[0][1])] else 8
+    infos: dict = {}
+    for env, info in entries:
+        assert add_info(infos, info, env, size) is infos
+    assert_same(gymnasiums(entries, size), infos)
+
+
+def errors():
+    """Infos Gymnasium's merge raises on: add_info raises the same."""
+    looped: dict = {"a": 1.0}
+    looped["self"] = looped
+    yield "an int past int64 after an int", [(0, {"a": 1}), (1, {"a": 2**64})]
+    yield "a value, then a dict under its key", [(0, {"a": 1.0}), (1, {"a": {"x": 1}})]
+    yield "arrays of two shapes", [(0, {"v": np.zeros(3)}), (1, {"v": np.zeros(4)})]
+    yield "a string into a float array", [(0, {"a": 1.0}), (1, {"a": "x"})]
+    yield "a dict that holds itself", [(0, looped)]
+
+
+@pytest.mark.parametrize("entries", [pytest.param(entries, id=name) for name, entries in errors()])
+def test_infos_gymnasium_refuses_are_refused_alike(entries):
+    with pytest.raises(Exception) as theirs:
+        gymnasiums(entries, 8)
+    infos: dict = {}
+    with pytest.raises(theirs.type):
+        for env, info in entries:
+            add_info(infos, info, env, 8)
+
+
+def test_add_info_keeps_no_reference_and_no_memory():
+    """Nothing a merge made or was given stays alive after the merged infos are gone, on success and on error."""
+    value, inner = 2.5, {"r": 1.0, "l": 3, "v": np.zeros(3)}
+    info = {"episode": inner, "x": value, "final_obs": np.ones(2)}
+    bad = [{"a": 1}, {"a": 2**64}]
+    before = sys.getrefcount(inner), sys.getrefcount(info["final_obs"])
+
+    def merge_many():
+        for _ in range(20000):
+            add_info({}, info, 3, 8)
+            partial: dict = {}
+            add_info(partial, bad[0], 0, 8)
+            with pytest.raises(OverflowError):
+                add_info(partial, bad[1], 1, 8)
+
+    merge_many()  # (warm: every cache filled)
+    tracemalloc.start()
+    try:
+        start = tracemalloc.get_traced_memory()[0]
+        merge_many()
+        grown = tracemalloc.get_traced_memory()[0] - start
+    finally:
+        tracemalloc.stop()
+    assert grown < 4096, grown
+    assert (sys.getrefcount(inner), sys.getrefcount(info["final_obs"])) == before
 
 
 def test_a_step_s_finals_go_env_by_env():

@@ -136,6 +136,19 @@ def test_columns_merge_with_other_entries_as_gymnasium_merges_their_dicts():
         (a[:2], [columns_of(a[:2])]),  # (fewer envs than a key at a time pays for when all are dicts)
     ]:
         assert_same(gymnasiums(entries, 16), merge_infos(merged, 16))
+    # keys that are other keys' mask names, in a group's infos or in an earlier env's (a value array, a dict)
+    clash = [(env, {"a": float(env), "_a": np.float32(-env)}) for env in range(4, 8)]
+    swapped = [(env, {"_a": np.int8(env - 6), "a": float(env)}) for env in range(4, 8)]
+    named = [(0, {"_f64": 2.5, "_int": np.float32(1)})]
+    nested = [(0, {"_f64": {"x": 1.0}})]
+    for entries, merged in [
+        (a[:1] + clash, [*a[:1], columns_of(clash)]),
+        (swapped, [columns_of(swapped)]),
+        (named + b, [*named, columns_of(b)]),
+        (nested + b, [*nested, columns_of(b)]),
+        (clash + named, [columns_of(clash), *named]),
+    ]:
+        assert_same(gymnasiums(entries, 16), merge_infos(merged, 16))
     # a later group's value that the first group's type cannot hold: an error, as Gymnasium's (not a wrapped value)
     huge = [(env, {**info, "int": np.uint64(2**64 - 1)}) for env, info in group_infos(4, 4)]
     with pytest.raises(OverflowError):
@@ -150,6 +163,18 @@ def test_columns_merge_with_other_entries_as_gymnasium_merges_their_dicts():
     merged = merge_infos([columns_of(a), finals], 16)
     assert merged["final_obs"][5].tolist() == [0.0] and merged["final_info"]["f64"][5] == 1.0
     assert_same(gymnasiums(a, 16), {k: v for k, v in merged.items() if "final" not in k})
+
+
+def test_groups_of_the_same_keys_and_types_merge_a_key_at_a_time(monkeypatch):
+    """The usual batch (the calling process's own group as dicts, then each worker's group as columns, all of one
+    schema) never takes the columns apart into dicts: each adds a key at a time."""
+    a, b, c = group_infos(0, 4), group_infos(4, 4), group_infos(8, 4)
+    merged = [*a, columns_of(b), columns_of(c)]
+    expected = gymnasiums(a + b + c, 16)
+    monkeypatch.setattr(Columns, "entries", lambda self: pytest.fail("columns taken apart into dicts"))
+    assert_same(expected, merge_infos(merged, 16))
+    row_of = {env: row for row, env in enumerate([9, 10, 11, 8, 3, 0, 1, 2])}
+    assert_same(gymnasiums(c + a, 8, row_of), merge_infos([columns_of(c), *a], 8, row_of))
 
 
 def counted_columns(monkeypatch):

@@ -1,6 +1,6 @@
 """shoal's merge of per-env infos into Gymnasium's vector form against Gymnasium's own (``VectorEnv._add_info``,
-env by env): the same keys in the same order, dtypes, values and masks, on the path that builds a key at a time
-(MuJoCo-like infos) and on the infos it leaves to the env-by-env path."""
+env by env): the same keys in the same order, dtypes, values and masks, for every kind of info, and add_info (in C)
+path by path, its errors and its references. (Columns, which merge a key at a time: tests/test_info_table.py.)"""
 
 from __future__ import annotations
 
@@ -60,23 +60,21 @@ def mujoco_like(rng, env):
 
 
 @pytest.mark.parametrize("size", [9, 16, 64])
-def test_numeric_infos_built_a_key_at_a_time_equal_gymnasiums(size):
+def test_numeric_infos_equal_gymnasiums(size):
     rng = np.random.default_rng(size)
     entries = [(env, mujoco_like(rng, env)) for env in range(size)]
-    assert merging._by_key(entries, [], size, None) is not None  # (this path)
     assert_same(gymnasiums(entries, size), merging.merge_infos(entries, size))
     # an asynchronous batch: some envs, in the order they came, at their rows of the batch
     envs = rng.permutation(3 * size)[:size].tolist()
     row_of = {env: row for row, env in enumerate(envs)}
     missing = size // 2  # (a row without an info; the others' entries in another order than their rows)
     part = [(envs[row], mujoco_like(rng, envs[row])) for row in rng.permutation(size).tolist() if row != missing]
-    assert merging._by_key(part, [], size, row_of) is not None
     assert_same(gymnasiums(part, size, row_of), merging.merge_infos(part, size, row_of))
     assert not merging.merge_infos(part, size, row_of)["_x_position"][missing]
 
 
 def cases():
-    """Infos a key at a time would get wrong, so left to the env-by-env path: each must still equal Gymnasium's."""
+    """Infos of other kinds, each a batch of them: each must equal Gymnasium's."""
     rng = np.random.default_rng(0)
     base = [(env, {"a": float(env), "b": np.float64(env)}) for env in range(8)]
     yield "an int then floats (cast into the first value's type)", [(0, {"a": 1})] + base[1:]
@@ -89,7 +87,7 @@ def cases():
     yield "an env twice (the later info wins)", base + [(3, {"a": -1.0, "b": np.float64(-1)})]
     yield "empty infos", [(env, {}) for env in range(8)]
     yield "final observations", [(env, {"final_obs": np.ones(2) * env, "a": 1.0}) for env in range(8)]
-    yield "fewer envs than a key at a time pays for", base[: merging.BY_KEY_FROM - 1]
+    yield "fewer envs than the batch", base[:7]
     yield "episodes ending in a few envs (RecordEpisodeStatistics), of numpy and Python scalars", [
         (3, {"episode": {"r": 23.0, "l": 23, "t": 1.5}}),
         (5, {"episode": {"r": np.float32(2.0), "l": np.int32(2), "t": 0.25}, "lives": np.uint8(3)}),
@@ -99,8 +97,6 @@ def cases():
 
 @pytest.mark.parametrize("entries", [pytest.param(entries, id=name) for name, entries in cases()])
 def test_other_infos_equal_gymnasiums(entries):
-    if entries[0][1] and "final_obs" not in entries[0][1] and len(entries) >= merging.BY_KEY_FROM:
-        assert merging._by_key(entries, [], 8, None) is None  # (the env-by-env path)
     assert_same(gymnasiums(entries, 8), merging.merge_infos(entries, 8))
 
 
@@ -205,7 +201,6 @@ def test_add_info_keeps_no_reference_and_no_memory():
 def test_a_step_s_finals_go_env_by_env():
     entries = [(0, {"a": 1.0}), merging.Finals(np.array([1, 2]), [np.zeros(2), np.ones(2)], [{"a": 2.0}, {}])]
     entries += [(env, {"a": float(env)}) for env in range(3, 8)]
-    assert merging._by_key(entries, [], 8, None) is None
     infos = merging.merge_infos(entries, 8)
     assert infos["_final_obs"].tolist() == [False, True, True, False, False, False, False, False]
     assert infos["a"].tolist()[:5] == [1.0, 0.0, 0.0, 3.0, 4.0] and infos["final_info"]["a"][1] == 2.0

@@ -143,12 +143,6 @@ def add_finals(
     return infos
 
 
-def _numeric(kind: type) -> bool:
-    """Whether values of type ``kind`` go into an array of that type (Gymnasium's rule: Python's int, float, bool
-    and numpy's numbers; anything else but arrays and dicts into an object array)."""
-    return kind in (int, float, bool) or issubclass(kind, np.number)
-
-
 def _mark(infos: dict[str, Any], key: str, value: Any, rows: Any, size: int) -> None:
     """Set ``infos[key]`` to ``value`` and its mask ``_key`` at ``rows`` (made on first use)."""
     mask = infos.get(f"_{key}")
@@ -163,85 +157,76 @@ def merge_infos(
     records: Callable[[np.ndarray], Iterable[Any]] = iter,
 ) -> dict[str, Any]:
     """Vector infos from info entries, applied in order (an env may appear more than once); ``row_of``: each
-    env's row (None: rows are env ids); ``records``: reads final observations sent as records one by one."""
-    entries = entries if isinstance(entries, list) else list(entries)
-    plain: list[Entry] = entries  # type: ignore[assignment]  # (no Columns among a few entries: checked next)
-    if len(entries) >= BY_KEY_FROM or Columns in map(type, entries):
-        columns = [entry for entry in entries if type(entry) is Columns]
-        merged = _by_key(entries, columns, size, row_of)
-        if merged is not None:
-            return merged
-        if columns:
-            plain = list(each(entries))
+    env's row (None: rows are env ids); ``records``: reads final observations sent as records one by one.
+
+    Each env's info is added by :func:`add_info` (in C), and each :class:`Columns` a key at a time where that is the
+    same (:func:`_add_columns`). Merging plain infos a key at a time, as this did before :func:`add_info` was
+    written in C, had become the slower way: 8 infos of one float took 4.7 us so against 1.0, 64 MuJoCo infos (four
+    numpy floats) 29 against 21 (and 256 of eight floats 158 against 166)."""
     infos: dict[str, Any] = {}
-    for entry in plain:
-        if isinstance(entry, Finals):
-            ids = entry.ids if row_of is None else np.array([row_of[e] for e in entry.ids.tolist()], dtype=np.intp)
-            obs = entry.obs
-            assert obs is not None, "final observations left in the buffers (read them with _worker.parked_finals)"
-            add_finals(infos, entry, ids, size, obs if isinstance(obs, list) else records(obs))
-        else:
-            env_id, info = entry
+    for entry in entries:
+        kind = type(entry)
+        if kind is tuple:
+            env_id, info = entry  # type: ignore[misc]
             add_info(infos, info, env_id if row_of is None else row_of[env_id], size)
+        elif kind is Columns:
+            if not _add_columns(infos, entry, size, row_of):  # type: ignore[arg-type]
+                for env_id, info in entry.entries():  # type: ignore[union-attr]
+                    add_info(infos, info, env_id if row_of is None else row_of[env_id], size)
+        else:
+            finals: Finals = entry  # type: ignore[assignment]
+            ids = finals.ids if row_of is None else np.array([row_of[e] for e in finals.ids.tolist()], dtype=np.intp)
+            obs = finals.obs
+            assert obs is not None, "final observations left in the buffers (read them with _worker.parked_finals)"
+            add_finals(infos, finals, ids, size, obs if isinstance(obs, list) else records(obs))
     return infos
 
 
-BY_KEY_FROM = 8
-"""The fewest entries :func:`merge_infos` merges a key at a time (MuJoCo's infos, four numpy floats an env: 4 envs'
-took 6.5 us env by env and 7.7 a key at a time, 8 envs' 10.7 and 9.0, 16 envs' 19 and 11, 64 envs' 70 and 26)."""
+def _add_columns(infos: dict[str, Any], columns: Columns, size: int, row_of: dict[int, int] | None) -> bool:
+    """Add the infos of ``columns`` to the vector ``infos`` a key at a time, which is what adding them env by env
+    gives where each key is new to ``infos`` or holds the array its values' type makes (so they go in unchanged, not
+    cast), and each mask is new or an array of a row per env; False, with nothing changed, elsewhere. (A key that is
+    another's mask name, ``a`` and ``_a``, comes out the same: each row's cells are written in the same order.)"""
+    keys, n = columns.keys, len(columns.ids)
+    if not n:
+        return True
+    masks = _MASK_NAMES.get(keys)
+    if masks is None:
+        masks = _mask_names(keys)
+    dtypes = [_DTYPE_OF[kind] for kind in columns.kinds]
+    for key, masked, dtype in zip(keys, masks, dtypes):
+        array, mask = infos.get(key), infos.get(masked)
+        if array is not None and not (type(array) is np.ndarray and array.dtype == dtype and array.shape == (size,)):
+            return False
+        if mask is not None and not (type(mask) is np.ndarray and mask.shape == (size,)):
+            return False
+    first = int(columns.ids[0])
+    rows: Any = slice(first, first + n)  # (a group's consecutive envs)
+    if row_of is not None:
+        rows = np.fromiter((row_of[env] for env in columns.ids.tolist()), np.intp, n)
+    for j, (key, masked, dtype) in enumerate(zip(keys, masks, dtypes)):
+        array, mask = infos.get(key), infos.get(masked)
+        if array is None:
+            array = np.zeros(size, dtype)
+        array[rows] = columns.column(j)
+        if mask is None:
+            mask = np.zeros(size, np.bool_)
+        mask[rows] = True
+        infos[key], infos[masked] = array, mask
+    return True
 
 
-def _by_key(
-    entries: list[Received], columns: list[Columns], size: int, row_of: dict[int, int] | None
-) -> dict[str, Any] | None:
-    """What :func:`merge_infos` gives, built a key at a time, where that is the same as env by env: one entry per
-    env or ``columns`` (the :class:`Columns` among them) of several, every info with the keys of the first, each
-    key's values of one numeric scalar type (the type :func:`add_info` makes its array of); at least
-    :data:`BY_KEY_FROM` entries unless some are Columns. None otherwise."""
-    plain: Any = [entry for entry in entries if type(entry) is tuple] if columns else entries  # (env, info) pairs
-    if columns:
-        if len(plain) + len(columns) != len(entries):  # (a Finals)
-            return None
-    elif len(entries) < BY_KEY_FROM or any(type(entry) is not tuple for entry in entries):  # (a Finals)
-        return None
-    first = entries[0]
-    names: Any
-    if type(first) is Columns:
-        keys, kinds = first.keys, first.kinds
-        names = set(keys)
-    else:
-        info: dict[str, Any] = first[1]  # type: ignore[index, assignment]  # (a pair; cast() costs a call here)
-        names = info.keys()
-        keys, kinds = tuple(names), tuple(map(type, info.values()))
-        for kind in kinds:
-            if not _numeric(kind):
-                return None
-    if not keys or "final_obs" in names or any(info.keys() != names for _, info in plain):
-        return None
-    envs = [env for env, _ in plain]
-    for c in columns:
-        if c.keys != keys or c.kinds != kinds:
-            return None
-        envs += c.ids.tolist()
-    if len(set(envs)) != len(envs):
-        return None
-    rows = np.array(envs if row_of is None else [row_of[env] for env in envs], dtype=np.intp)
-    mask = np.zeros(size, dtype=np.bool_)
-    mask[rows] = True
-    plain_rows, at, parts = rows[: len(plain)] if columns else rows, len(plain), []
-    for c in columns:  # each one's rows: a slice when they are its env ids (consecutive, in order: quicker)
-        n = len(c.ids)
-        parts.append((c, slice(int(c.ids[0]), int(c.ids[0]) + n) if row_of is None else rows[at : at + n]))
-        at += n
-    infos: dict[str, Any] = {}
-    for j, (key, kind) in enumerate(zip(keys, kinds)):
-        array: np.ndarray = np.zeros(size, dtype=kind)
-        if plain:
-            values = [info[key] for _, info in plain]
-            if any(type(v) is not kind for v in values):
-                return None
-            array[plain_rows] = values
-        for c, where in parts:
-            array[where] = c.column(j)
-        infos[key], infos[f"_{key}"] = array, mask.copy()
-    return infos
+_DTYPE_OF = {kind: np.dtype(kind) for kind in WIDE}
+"""The dtype of the array each of :data:`WIDE`'s types makes (Gymnasium's: ``np.dtype(type(value))``)."""
+_MASK_NAMES: dict[tuple[Any, ...], tuple[str, ...]] = {}
+"""Each :class:`Columns` schema's mask names (:func:`_mask_names`)."""
+
+
+def _mask_names(keys: tuple[Any, ...]) -> tuple[str, ...]:
+    """The mask names of ``keys`` (``f"_{key}"`` each), remembered (a few schemas a vector env; forgotten past
+    256)."""
+    masks = tuple(f"_{key}" for key in keys)
+    if len(_MASK_NAMES) >= 256:
+        _MASK_NAMES.clear()
+    _MASK_NAMES[keys] = masks
+    return masks

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import collections
 import functools
+import sys
+import tracemalloc
 
 import gymnasium as gym
 import numpy as np
@@ -136,6 +138,11 @@ def test_columns_merge_with_other_entries_as_gymnasium_merges_their_dicts():
         (a[:2], [columns_of(a[:2])]),  # (fewer envs than a key at a time pays for when all are dicts)
     ]:
         assert_same(gymnasiums(entries, 16), merge_infos(merged, 16))
+    # a later group's numpy values into an earlier group's array of another type: numpy's cast of a numpy scalar
+    # (np.int64(-1) into uint8 is 255, where a Python -1 would be an OverflowError)
+    small = [(env, {"u": np.uint8(env), "f": np.float32(env)}) for env in range(4)]
+    wider = [(env, {"u": np.int64(-env), "f": np.float64(-env - 0.5)}) for env in range(4, 8)]
+    assert_same(gymnasiums(small + wider, 16), merge_infos([columns_of(small), columns_of(wider)], 16))
     # keys that are other keys' mask names, in a group's infos or in an earlier env's (a value array, a dict)
     clash = [(env, {"a": float(env), "_a": np.float32(-env)}) for env in range(4, 8)]
     swapped = [(env, {"_a": np.int8(env - 6), "a": float(env)}) for env in range(4, 8)]
@@ -175,6 +182,36 @@ def test_groups_of_the_same_keys_and_types_merge_a_key_at_a_time(monkeypatch):
     assert_same(expected, merge_infos(merged, 16))
     row_of = {env: row for row, env in enumerate([9, 10, 11, 8, 3, 0, 1, 2])}
     assert_same(gymnasiums(c + a, 8, row_of), merge_infos([columns_of(c), *a], 8, row_of))
+
+
+def test_merging_columns_keeps_no_reference_and_no_memory():
+    """Nothing a merge of columns made or was given outlives the merged infos: at a group's rows, at rows of an
+    asynchronous batch, where a key's array refuses them, and where numpy refuses a value."""
+    columns = columns_of(group_infos(4, 4))
+    row_of = {env: row for row, env in enumerate([5, 7, 4, 6])}
+    other = [(0, {"int": np.float32(1.0)})]  # ("int" as float32: the columns' ints go in one by one)
+    small = columns_of([(env, {"u": np.uint8(env)}) for env in range(4)])
+    huge = columns_of([(env, {"u": 300 + env}) for env in range(4, 8)])  # (Python ints too big for a uint8)
+    before = sys.getrefcount(columns.words), sys.getrefcount(columns.keys)
+
+    def merge_many():
+        for _ in range(3000):
+            merge_infos([columns], 16)
+            merge_infos([columns], 4, row_of)
+            merge_infos([*other, columns], 16)
+            with pytest.raises(OverflowError):
+                merge_infos([small, huge], 16)
+
+    merge_many()  # (warm: every cache filled)
+    tracemalloc.start()
+    try:
+        start = tracemalloc.get_traced_memory()[0]
+        merge_many()
+        grown = tracemalloc.get_traced_memory()[0] - start
+    finally:
+        tracemalloc.stop()
+    assert grown < 4096, grown
+    assert (sys.getrefcount(columns.words), sys.getrefcount(columns.keys)) == before
 
 
 def counted_columns(monkeypatch):

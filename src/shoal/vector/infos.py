@@ -13,7 +13,7 @@ from typing import Any, Callable, Iterable, Iterator, NamedTuple, Union
 
 import numpy as np
 
-from shoal.vector._infos import add_info
+from shoal.vector._infos import add_columns, add_info
 
 
 class Finals(NamedTuple):
@@ -183,50 +183,29 @@ def merge_infos(
 
 
 def _add_columns(infos: dict[str, Any], columns: Columns, size: int, row_of: dict[int, int] | None) -> bool:
-    """Add the infos of ``columns`` to the vector ``infos`` a key at a time, which is what adding them env by env
-    gives where each key is new to ``infos`` or holds the array its values' type makes (so they go in unchanged, not
-    cast), and each mask is new or an array of a row per env; False, with nothing changed, elsewhere. (A key that is
-    another's mask name, ``a`` and ``_a``, comes out the same: each row's cells are written in the same order.)"""
-    keys, n = columns.keys, len(columns.ids)
-    if not n:
-        return True
-    masks = _MASK_NAMES.get(keys)
-    if masks is None:
-        masks = _mask_names(keys)
-    dtypes = [_DTYPE_OF[kind] for kind in columns.kinds]
-    for key, masked, dtype in zip(keys, masks, dtypes):
-        array, mask = infos.get(key), infos.get(masked)
-        if array is not None and not (type(array) is np.ndarray and array.dtype == dtype and array.shape == (size,)):
-            return False
-        if mask is not None and not (type(mask) is np.ndarray and mask.shape == (size,)):
-            return False
-    first = int(columns.ids[0])
-    rows: Any = slice(first, first + n)  # (a group's consecutive envs)
-    if row_of is not None:
-        rows = np.fromiter((row_of[env] for env in columns.ids.tolist()), np.intp, n)
-    for j, (key, masked, dtype) in enumerate(zip(keys, masks, dtypes)):
-        array, mask = infos.get(key), infos.get(masked)
-        if array is None:
-            array = np.zeros(size, dtype)
-        array[rows] = columns.column(j)
-        if mask is None:
-            mask = np.zeros(size, np.bool_)
-        mask[rows] = True
-        infos[key], infos[masked] = array, mask
-    return True
+    """Add the infos of ``columns`` to the vector ``infos`` a key at a time (in C: ``_infos.add_columns``), which is
+    what adding them env by env gives where each key is new to ``infos`` or holds the array its values' type makes (so
+    they go in unchanged, not cast), and each mask is new or an array of a row per env; False, with nothing changed,
+    elsewhere. (A key that is another's mask name, ``a`` and ``_a``, comes out the same: each row's cells are written
+    in the same order.) A group of four MuJoCo infos (four numpy floats each) comes so in ~1.4 us (in numpy, a key at
+    a time: ~5.8; as four dicts through :func:`add_info`: ~2.1, after ~6.5 to make them)."""
+    keys, kinds, ids = columns.keys, columns.kinds, columns.ids
+    schema = _SCHEMAS.get((keys, kinds))
+    if schema is None:
+        schema = _schema(keys, kinds)
+    rows = (int(ids[0]) if len(ids) else 0) if row_of is None else [row_of[env] for env in ids.tolist()]
+    return add_columns(infos, keys, *schema, columns.words, rows, size)  # type: ignore[no-any-return]
 
 
-_DTYPE_OF = {kind: np.dtype(kind) for kind in WIDE}
-"""The dtype of the array each of :data:`WIDE`'s types makes (Gymnasium's: ``np.dtype(type(value))``)."""
-_MASK_NAMES: dict[tuple[Any, ...], tuple[str, ...]] = {}
-"""Each :class:`Columns` schema's mask names (:func:`_mask_names`)."""
+_SCHEMAS: dict[tuple[tuple[Any, ...], tuple[type, ...]], tuple[tuple[str, ...], tuple[np.dtype, ...]]] = {}
+"""Each :class:`Columns` schema's (keys and types) mask names and array dtypes (:func:`_schema`)."""
 
 
-def _mask_names(keys: tuple[Any, ...]) -> tuple[str, ...]:
-    """The mask names of ``keys`` (``f"_{key}"`` each), remembered (a few schemas a vector env; forgotten past
-    256)."""
-    masks = tuple(f"_{key}" for key in keys)
-    if len(_MASK_NAMES) >= 256:
-        _MASK_NAMES.clear()
-    _MASK_NAMES[keys] = masks
-    return masks
+def _schema(keys: tuple[Any, ...], kinds: tuple[type, ...]) -> tuple[tuple[str, ...], tuple[np.dtype, ...]]:
+    """The mask names of ``keys`` (``f"_{key}"`` each) and the dtypes of the arrays values of ``kinds`` make
+    (Gymnasium's ``np.dtype(type(value))``), remembered (a few schemas a vector env; forgotten past 256)."""
+    schema = tuple(f"_{key}" for key in keys), tuple(np.dtype(kind) for kind in kinds)
+    if len(_SCHEMAS) >= 256:
+        _SCHEMAS.clear()
+    _SCHEMAS[keys, kinds] = schema
+    return schema

@@ -1,7 +1,7 @@
 """shoal's backends against Gymnasium's (and PufferLib's, when installed) vector envs, in one run.
 
     python benchmarks/bench_vector.py [--seconds 1] [--rounds 3] [--envs 8 16 64]
-                                      [--workloads cartpole burn200us dict halfcheetah]
+                                      [--workloads cartpole cartpole_stats burn200us dict halfcheetah]
                                       [--autoreset-mode next_step|same_step] [--shoal-workers N ...]
 
 Prints steps/s of every configuration (its best window over ``--rounds`` interleaved rounds) and, per workload and

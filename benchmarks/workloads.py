@@ -72,12 +72,21 @@ def cartpole():
     return gym.make("CartPole-v1")
 
 
+def cartpole_stats():
+    """CartPole as cleanrl's scripts make it, in ``RecordEpisodeStatistics``: each episode's end brings an info
+    ``{"episode": {"r", "l", "t"}}`` (a nested dict, which a worker pickles onto its pipe)."""
+    return gym.wrappers.RecordEpisodeStatistics(gym.make("CartPole-v1"))
+
+
 def halfcheetah():
     """MuJoCo's HalfCheetah (~40 us a step here, Box actions, infos of four floats each step; needs ``mujoco``)."""
     return gym.make("HalfCheetah-v5")
 
 
-WORKLOADS = {"cartpole": cartpole, "burn200us": BurnEnv, "dict": DictObsEnv, "halfcheetah": halfcheetah}
+WORKLOADS = {
+    "cartpole": cartpole, "cartpole_stats": cartpole_stats, "burn200us": BurnEnv, "dict": DictObsEnv,
+    "halfcheetah": halfcheetah,
+}
 DEFAULT_WORKLOADS = ["cartpole", "burn200us", "dict"]
 
 

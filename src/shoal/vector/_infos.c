@@ -1,4 +1,8 @@
-/* shoal.vector._infos: one env's info added to infos in Gymnasium's vector form, in C.
+/* shoal.vector._infos: infos in C, on their way into Gymnasium's vector form.
+ * - add_info: one env's info added to the vector infos (below);
+ * - add_columns: the infos of a worker's group, read from the info table (one 8-byte word per env and key), added a
+ *   key at a time wherever that gives what add_info of each env's info would;
+ * - fill_words: in the worker, a group's numeric infos checked and written into that table.
  *
  * add_info(infos, info, index, size) is Gymnasium's VectorEnv._add_info with the batch size passed explicitly
  * (shoal.vector.infos says why), step for step, and returns infos. For each (key, value) of info.items():
@@ -288,7 +292,9 @@ static PyObject *add_info(PyObject *module, PyObject *const *args, Py_ssize_t na
     return add(infos, info, index, at, size);
 }
 
-/* Columns: a worker's infos through the info table (shoal.vector.info_table), one 8-byte word per env and key. */
+/* Columns: a worker's infos through the info table (shoal.vector.info_table), one 8-byte word per env and key. Both
+ * ends were numpy and Python: for a worker's four HalfCheetah infos the worker's writes took ~3.2 us and the merge a key
+ * at a time ~5.8, more than the env's infos cost Gymnasium's SyncVectorEnv in all (now ~0.7 and ~1.4). */
 
 /* Whether infos[key] (found, may be NULL) can take the key's values as add_info would put them one by one: new, or
  * a 1-d array of size rows of the dtype their type makes (so nothing is cast). A mask need only be a 1-d array of

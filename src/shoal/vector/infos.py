@@ -4,7 +4,7 @@ infos from a worker may come as :class:`Columns` instead of dicts (:mod:`shoal.v
 The rules are Gymnasium's ``VectorEnv._add_info`` (so results compare equal to ``SyncVectorEnv``'s), with the batch
 size passed explicitly: in an asynchronous batch the arrays have ``batch_size`` rows, not ``num_envs``. One env's
 info is added by :func:`add_info`, written in C (``shoal/vector/_infos.c``: ~0.7 us where Gymnasium's takes ~2.5 for
-``RecordEpisodeStatistics``' episode); several envs' numeric infos of the same keys are merged a key at a time.
+``RecordEpisodeStatistics``' episode); a worker's :class:`Columns` are merged a key at a time, in C too.
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import tracemalloc
 
 import numpy as np
 
@@ -108,3 +109,15 @@ def run_without(module, code, timeout=60):
     )
     return subprocess.run([sys.executable, "-c", hide + textwrap.dedent(code)], capture_output=True, text=True,
                           timeout=timeout)
+
+
+def memory_grown(run):
+    """Bytes of traced memory a second call of ``run`` left held (the first fills every cache): a leak's measure."""
+    run()
+    tracemalloc.start()
+    try:
+        start = tracemalloc.get_traced_memory()[0]
+        run()
+        return tracemalloc.get_traced_memory()[0] - start
+    finally:
+        tracemalloc.stop()

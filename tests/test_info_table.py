@@ -7,7 +7,6 @@ from __future__ import annotations
 import collections
 import functools
 import sys
-import tracemalloc
 
 import gymnasium as gym
 import numpy as np
@@ -15,7 +14,7 @@ import pytest
 from gymnasium.vector import AutoresetMode
 
 from fakes import NumericInfos
-from helpers import beside_gymnasium, rollout
+from helpers import beside_gymnasium, memory_grown, rollout
 from test_infos import assert_same, gymnasiums
 
 import shoal
@@ -202,14 +201,7 @@ def test_merging_columns_keeps_no_reference_and_no_memory():
             with pytest.raises(OverflowError):
                 merge_infos([small, huge], 16)
 
-    merge_many()  # (warm: every cache filled)
-    tracemalloc.start()
-    try:
-        start = tracemalloc.get_traced_memory()[0]
-        merge_many()
-        grown = tracemalloc.get_traced_memory()[0] - start
-    finally:
-        tracemalloc.stop()
+    grown = memory_grown(merge_many)
     assert grown < 4096, grown
     assert (sys.getrefcount(columns.words), sys.getrefcount(columns.keys)) == before
 

@@ -7,12 +7,12 @@ from __future__ import annotations
 import collections
 import enum
 import sys
-import tracemalloc
 import types
 
 import gymnasium as gym
 import numpy as np
 import pytest
+from helpers import memory_grown
 
 from shoal.vector import infos as merging
 from shoal.vector._infos import add_info
@@ -186,14 +186,7 @@ def test_add_info_keeps_no_reference_and_no_memory():
             with pytest.raises(OverflowError):
                 add_info(partial, bad[1], 1, 8)
 
-    merge_many()  # (warm: every cache filled)
-    tracemalloc.start()
-    try:
-        start = tracemalloc.get_traced_memory()[0]
-        merge_many()
-        grown = tracemalloc.get_traced_memory()[0] - start
-    finally:
-        tracemalloc.stop()
+    grown = memory_grown(merge_many)
     assert grown < 4096, grown
     assert (sys.getrefcount(inner), sys.getrefcount(info["final_obs"])) == before
 

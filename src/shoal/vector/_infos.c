@@ -2,7 +2,9 @@
  * - add_info: one env's info added to the vector infos (below);
  * - add_columns: the infos of a worker's group, read from the info table (one 8-byte word per env and key), added a
  *   key at a time wherever that gives what add_info of each env's info would;
- * - fill_words: in the worker, a group's numeric infos checked and written into that table.
+ * - fill_words: in the worker, a group's numeric infos checked and written into that table;
+ * - column_entries: a group's infos from the table as the dicts its envs returned (SB3's and PufferLib's per-env
+ *   infos).
  *
  * add_info(infos, info, index, size) is Gymnasium's VectorEnv._add_info with the batch size passed explicitly
  * (shoal.vector.infos says why), step for step, and returns infos. For each (key, value) of info.items():
@@ -311,47 +313,127 @@ static int takes(PyObject *found, PyArray_Descr *dtype, npy_intp size) {
            (dtype == NULL || PyArray_EquivTypes(PyArray_DESCR(a), dtype));
 }
 
-/* Store a key's word (a value of type `own`, a dtype number, held exactly as the 8-byte type of its kind: float64 for
- * floats, int64 for signed ints and bools, uint64 for unsigned ints; infos.WIDE) at `to` in array a: directly where a
- * is of that type, else (a mask made by another key of the same columns, "_a" beside "a") as numpy casts it. */
-static int put_word(PyArrayObject *a, char *to, const char *word, int own) {
+/* A word's value (of type `own`, a dtype number, held exactly as the 8-byte type of its kind: float64 for floats,
+ * int64 for signed ints and bools, uint64 for unsigned ints; infos.WIDE) stored at `to` as that type: 1, or 0 for
+ * float16, which takes numpy's conversion. */
+static int as_own(char *to, const char *word, int own) {
     double f;
     npy_int64 i;
     npy_uint64 u;
     memcpy(&f, word, 8);
     memcpy(&i, word, 8);
     memcpy(&u, word, 8);
-    if (PyArray_TYPE(a) == own) {
-        switch (own) {
-        case NPY_DOUBLE: *(npy_double *)to = f; return 0;
-        case NPY_FLOAT: *(npy_float *)to = (npy_float)f; return 0;
-        case NPY_BOOL: *(npy_bool *)to = i != 0; return 0;
-        case NPY_BYTE: *(npy_byte *)to = (npy_byte)i; return 0;
-        case NPY_SHORT: *(npy_short *)to = (npy_short)i; return 0;
-        case NPY_INT: *(npy_int *)to = (npy_int)i; return 0;
-        case NPY_LONG: *(npy_long *)to = (npy_long)i; return 0;
-        case NPY_LONGLONG: *(npy_longlong *)to = (npy_longlong)i; return 0;
-        case NPY_UBYTE: *(npy_ubyte *)to = (npy_ubyte)u; return 0;
-        case NPY_USHORT: *(npy_ushort *)to = (npy_ushort)u; return 0;
-        case NPY_UINT: *(npy_uint *)to = (npy_uint)u; return 0;
-        case NPY_ULONG: *(npy_ulong *)to = (npy_ulong)u; return 0;
-        case NPY_ULONGLONG: *(npy_ulonglong *)to = (npy_ulonglong)u; return 0;
-        default: break; /* float16: numpy converts the float64 (exactly: it came from a float16) */
-        }
+    switch (own) {
+    case NPY_DOUBLE: *(npy_double *)to = f; return 1;
+    case NPY_FLOAT: *(npy_float *)to = (npy_float)f; return 1;
+    case NPY_BOOL: *(npy_bool *)to = i != 0; return 1;
+    case NPY_BYTE: *(npy_byte *)to = (npy_byte)i; return 1;
+    case NPY_SHORT: *(npy_short *)to = (npy_short)i; return 1;
+    case NPY_INT: *(npy_int *)to = (npy_int)i; return 1;
+    case NPY_LONG: *(npy_long *)to = (npy_long)i; return 1;
+    case NPY_LONGLONG: *(npy_longlong *)to = (npy_longlong)i; return 1;
+    case NPY_UBYTE: *(npy_ubyte *)to = (npy_ubyte)u; return 1;
+    case NPY_USHORT: *(npy_ushort *)to = (npy_ushort)u; return 1;
+    case NPY_UINT: *(npy_uint *)to = (npy_uint)u; return 1;
+    case NPY_ULONG: *(npy_ulong *)to = (npy_ulong)u; return 1;
+    case NPY_ULONGLONG: *(npy_ulonglong *)to = (npy_ulonglong)u; return 1;
+    default: return 0;
     }
-    PyObject *value;
+}
+
+/* A word's value (of type `own`, as above) as a Python object of its 8-byte kind: a float, an int, or a bool for a
+ * bool. New reference, or NULL with an exception set. */
+static PyObject *as_python(const char *word, int own) {
+    double f;
+    npy_int64 i;
+    npy_uint64 u;
+    memcpy(&f, word, 8);
+    memcpy(&i, word, 8);
+    memcpy(&u, word, 8);
     if (PyTypeNum_ISFLOAT(own)) {
-        value = PyFloat_FromDouble(f);
-    } else if (own == NPY_BOOL) {
-        value = PyBool_FromLong(i != 0);
-    } else if (PyTypeNum_ISUNSIGNED(own)) {
-        value = PyLong_FromUnsignedLongLong(u);
-    } else {
-        value = PyLong_FromLongLong(i);
+        return PyFloat_FromDouble(f);
     }
+    if (own == NPY_BOOL) {
+        return PyBool_FromLong(i != 0);
+    }
+    return PyTypeNum_ISUNSIGNED(own) ? PyLong_FromUnsignedLongLong(u) : PyLong_FromLongLong(i);
+}
+
+/* Store a key's word at `to` in array a: directly where a is of its own type, else (a mask made by another key of the
+ * same columns, "_a" beside "a"; or float16) as numpy casts its value. 0, or -1 with an exception set. */
+static int put_word(PyArrayObject *a, char *to, const char *word, int own) {
+    if (PyArray_TYPE(a) == own && as_own(to, word, own)) {
+        return 0;
+    }
+    PyObject *value = as_python(word, own);
     int failed = value == NULL || PyArray_SETITEM(a, to, value) < 0;
     Py_XDECREF(value);
     return failed ? -1 : 0;
+}
+
+/* column_entries(ids, keys, kinds, dtypes, words): the (env_id, info) entries the columns were made of, each value of
+ * the type the env returned (kinds[j]: Python's float, int or bool, or a numpy scalar type of dtype dtypes[j]). */
+static PyObject *column_entries(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 5 || !PyList_CheckExact(args[0]) || !PyTuple_Check(args[1]) || !PyTuple_Check(args[2]) ||
+        !PyTuple_Check(args[3]) || !PyArray_Check(args[4])) {
+        PyErr_SetString(PyExc_TypeError, "column_entries(ids, keys, kinds, dtypes, words)");
+        return NULL;
+    }
+    PyObject *ids = args[0], *keys = args[1], *kinds = args[2], *dtypes = args[3];
+    PyArrayObject *words = (PyArrayObject *)args[4];
+    Py_ssize_t n = PyList_GET_SIZE(ids), k = PyTuple_GET_SIZE(keys);
+    if (PyTuple_GET_SIZE(kinds) != k || PyTuple_GET_SIZE(dtypes) != k || PyArray_NDIM(words) != 2 ||
+        PyArray_ITEMSIZE(words) != 8 || !PyArray_IS_C_CONTIGUOUS(words) || PyArray_DIM(words, 0) != n ||
+        PyArray_DIM(words, 1) != k) {
+        PyErr_SetString(PyExc_ValueError, "column_entries: a kind and dtype per key, and an (envs, keys) C-contiguous "
+                                          "array of 8-byte words");
+        return NULL;
+    }
+    for (Py_ssize_t c = 0; c < k; c++) {
+        if (!PyArray_DescrCheck(PyTuple_GET_ITEM(dtypes, c))) {
+            PyErr_SetString(PyExc_TypeError, "column_entries: dtypes must be numpy dtypes");
+            return NULL;
+        }
+    }
+    PyObject *entries = PyList_New(n);
+    if (entries == NULL) {
+        return NULL;
+    }
+    const char *base = PyArray_BYTES(words);
+    for (Py_ssize_t j = 0; j < n; j++) {
+        PyObject *info = PyDict_New();
+        PyObject *entry = info == NULL ? NULL : PyTuple_Pack(2, PyList_GET_ITEM(ids, j), info);
+        Py_XDECREF(info);
+        if (entry == NULL) {
+            Py_DECREF(entries);
+            return NULL;
+        }
+        PyList_SET_ITEM(entries, j, entry);
+        for (Py_ssize_t c = 0; c < k; c++) {
+            const char *word = base + (j * k + c) * 8;
+            PyObject *kind = PyTuple_GET_ITEM(kinds, c), *value;
+            PyArray_Descr *dtype = (PyArray_Descr *)PyTuple_GET_ITEM(dtypes, c);
+            int own = dtype->type_num;
+            npy_longlong raw[2]; /* (room for any of WIDE's types) */
+            if (kind == (PyObject *)&PyFloat_Type || kind == (PyObject *)&PyLong_Type ||
+                kind == (PyObject *)&PyBool_Type) {
+                value = as_python(word, own);
+            } else if (as_own((char *)raw, word, own)) {
+                value = PyArray_Scalar(raw, dtype, NULL);
+            } else { /* float16: its type made from the exact float */
+                PyObject *exact = as_python(word, own);
+                value = exact == NULL ? NULL : PyObject_CallOneArg(kind, exact);
+                Py_XDECREF(exact);
+            }
+            if (value == NULL || PyDict_SetItem(info, PyTuple_GET_ITEM(keys, c), value) < 0) {
+                Py_XDECREF(value);
+                Py_DECREF(entries);
+                return NULL;
+            }
+            Py_DECREF(value);
+        }
+    }
+    return entries;
 }
 
 static PyObject *add_columns(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
@@ -675,6 +757,9 @@ static PyMethodDef methods[] = {
      "add_columns(infos, keys, masks, dtypes, words, rows, size): add the infos of a Columns (words: one 8-byte word "
      "per env and key) at rows (the first, consecutive, or a list of one per env) a key at a time, as add_info of "
      "each env's info would; False, with nothing changed, where that would differ (a key's array of another type)"},
+    {"column_entries", (PyCFunction)(void (*)(void))column_entries, METH_FASTCALL,
+     "column_entries(ids, keys, kinds, dtypes, words): the (env_id, info) entries of a Columns, each value of the type "
+     "the env returned"},
     {"fill_words", (PyCFunction)(void (*)(void))fill_words, METH_FASTCALL,
      "fill_words(words, entries, start, wide, slots): write a group's numeric infos into the info table's words; "
      "(keys, kinds), or None where they do not fit"},

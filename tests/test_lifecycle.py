@@ -578,6 +578,10 @@ def test_ctrl_c_delivered_as_a_signal_never_leaves_the_call_guard_held(hosting):
     previous = signal.signal(signal.SIGUSR1, interrupt)
     sender = threading.Thread(target=signals, daemon=True)
     interrupted = 0
+    # numpy's error state, put back after: an interrupt inside numpy's own np.errstate (Gymnasium's seeding enters one
+    # on every reset) can leave it changed (over="ignore") for the rest of the process, and later tests of numpy's
+    # overflow warning then saw none
+    errors = np.geterr()
     switch = sys.getswitchinterval()
     sys.setswitchinterval(1e-6)  # the threads take turns at almost every point where CPython checks for signals
     try:
@@ -607,6 +611,7 @@ def test_ctrl_c_delivered_as_a_signal_never_leaves_the_call_guard_held(hosting):
         stop.set()
         signal.signal(signal.SIGUSR1, previous)
         sys.setswitchinterval(switch)
+        np.seterr(**errors)
     assert interrupted >= 100, interrupted
 
 

@@ -316,13 +316,23 @@ static int takes(PyObject *found, PyArray_Descr *dtype, npy_intp size) {
 /* A word's value (of type `own`, a dtype number, held exactly as the 8-byte type of its kind: float64 for floats,
  * int64 for signed ints and bools, uint64 for unsigned ints; infos.WIDE) stored at `to` as that type: 1, or 0 for
  * float16, which takes numpy's conversion. */
-static int as_own(char *to, const char *word, int own) {
-    double f;
+typedef union {
+    npy_double f;
     npy_int64 i;
     npy_uint64 u;
-    memcpy(&f, word, 8);
-    memcpy(&i, word, 8);
-    memcpy(&u, word, 8);
+} Word; /* a table word, read as each of its three 8-byte kinds */
+
+static Word word_at(const char *word) {
+    Word w;
+    memcpy(&w, word, 8);
+    return w;
+}
+
+static int as_own(char *to, const char *word, int own) {
+    Word w = word_at(word);
+    npy_double f = w.f;
+    npy_int64 i = w.i;
+    npy_uint64 u = w.u;
     switch (own) {
     case NPY_DOUBLE: *(npy_double *)to = f; return 1;
     case NPY_FLOAT: *(npy_float *)to = (npy_float)f; return 1;
@@ -344,19 +354,14 @@ static int as_own(char *to, const char *word, int own) {
 /* A word's value (of type `own`, as above) as a Python object of its 8-byte kind: a float, an int, or a bool for a
  * bool. New reference, or NULL with an exception set. */
 static PyObject *as_python(const char *word, int own) {
-    double f;
-    npy_int64 i;
-    npy_uint64 u;
-    memcpy(&f, word, 8);
-    memcpy(&i, word, 8);
-    memcpy(&u, word, 8);
+    Word w = word_at(word);
     if (PyTypeNum_ISFLOAT(own)) {
-        return PyFloat_FromDouble(f);
+        return PyFloat_FromDouble(w.f);
     }
     if (own == NPY_BOOL) {
-        return PyBool_FromLong(i != 0);
+        return PyBool_FromLong(w.i != 0);
     }
-    return PyTypeNum_ISUNSIGNED(own) ? PyLong_FromUnsignedLongLong(u) : PyLong_FromLongLong(i);
+    return PyTypeNum_ISUNSIGNED(own) ? PyLong_FromUnsignedLongLong(w.u) : PyLong_FromLongLong(w.i);
 }
 
 /* Store a key's word at `to` in array a: directly where a is of its own type, else (a mask made by another key of the

@@ -88,3 +88,17 @@ def no_leaked_children():
         child.kill()
     psutil.wait_procs(alive, timeout=3)
     assert not leftovers, f"processes left behind: {leftovers}"
+
+
+@pytest.fixture(autouse=True)
+def numpy_error_state_kept():
+    """Every test must leave numpy's error state (np.errstate, np.seterr) as it found it: a leaked state silences or
+    raises numpy's warnings in every later test (session 56: an interrupt inside numpy's own errstate, during a reset,
+    left over="ignore" for the rest of a run, and later tests of overflow warnings failed far from the cause)."""
+    import numpy as np
+
+    before = np.geterr()
+    yield
+    after = np.geterr()
+    np.seterr(**before)  # the tests after this one start clean
+    assert after == before, f"numpy's error state changed: {before} -> {after}"

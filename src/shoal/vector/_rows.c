@@ -43,6 +43,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -445,8 +446,26 @@ static int take_obs(RowWriter *self, Py_ssize_t row, PyObject *obs) {
     return 1;
 }
 
-/* Write the leaves take_obs took into row `row`; -1 if numpy's warning of a float64 or Python float past float32's
- * range, which this gives as numpy's cast gives it, was raised as an error (the row is written). */
+/* numpy's own report of a cast past float32's range, under its error state (np.errstate, np.seterr): it casts the
+ * largest float64 to float32. 0, or -1 where that raised. */
+static int report_overflow(void) {
+    PyObject *big = PyArray_SimpleNew(0, NULL, NPY_DOUBLE);
+    if (big == NULL) {
+        return -1;
+    }
+    *(npy_double *)PyArray_DATA((PyArrayObject *)big) = DBL_MAX;
+    PyObject *cast = PyArray_CastToType((PyArrayObject *)big, PyArray_DescrFromType(NPY_FLOAT), 0);
+    Py_DECREF(big);
+    if (cast == NULL) {
+        return -1;
+    }
+    Py_DECREF(cast);
+    return 0;
+}
+
+/* Write the leaves take_obs took into row `row`. A float64 or Python float past float32's range is reported as
+ * numpy's cast reports it, through numpy's error state: a RuntimeWarning by default, nothing under
+ * np.errstate(over="ignore"), a FloatingPointError under over="raise"; -1 where that raised (the row is written). */
 static int write_obs(RowWriter *self, Py_ssize_t row) {
     int overflow = 0;
     for (Py_ssize_t i = 0; i < self->count; i++) {
@@ -472,7 +491,7 @@ static int write_obs(RowWriter *self, Py_ssize_t row) {
             }
         }
     }
-    return overflow ? PyErr_WarnEx(PyExc_RuntimeWarning, "overflow encountered in cast", 1) : 0;
+    return overflow ? report_overflow() : 0;
 }
 
 /* The call's arguments checked (`nargs` of `usage`'s `count`) and the first, the row, read into *row; 0 with an

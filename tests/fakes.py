@@ -208,8 +208,9 @@ class IntFlags(BoolReward):
 
 class SlowEnv(gym.Env):
     """Steps take ``delay`` seconds times (1 + env-specific jitter), so workers finish in varying orders; with
-    ``info``, a step's info holds the env's step count (so answers carry it: through a worker's info table, or with
-    ``info="pickled"`` a string beside it, on the pipe)."""
+    ``info``, a step's info holds the env's step count (so answers carry it: through a worker's info table; with
+    ``info="pickled"`` a string beside it, pickled into the answer's mailbox; with ``info="large"`` a 4 KiB string,
+    pickled onto the pipe)."""
 
     def __init__(
         self, delay: float = 0.002, jitter: int = 0, reset_delay: float = 0.0, info: bool | str = False
@@ -236,7 +237,9 @@ class SlowEnv(gym.Env):
     def step(self, action):
         self.t += 1
         time.sleep(self.delay * (1 + (self.t + self.jitter) % 3))
-        info = {} if not self.info else {"t": self.t, "via": "pipe"} if self.info == "pickled" else {"t": self.t}
+        info = {} if not self.info else {"t": self.t}
+        if self.info in ("pickled", "large"):
+            info["via"] = "mailbox" if self.info == "pickled" else "pipe" * 1024
         return np.array([float(self.t), float(action)]), float(action), self.t % 7 == 0, False, info
 
 

@@ -393,13 +393,15 @@ def interrupt_everywhere(functions, run, check) -> dict[str, int]:
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("info", [False, True, "pickled"], ids=["no-info", "info", "pickled-info"])
+@pytest.mark.parametrize(
+    "info", [False, True, "pickled", "large"], ids=["no-info", "info", "pickled-info", "large-info"])
 @pytest.mark.parametrize("hosting", ["serial", "inline", "workers", pytest.param("ray", marks=pytest.mark.ray)])
 def test_ctrl_c_at_any_bytecode_of_a_steps_send_and_receive_leaves_the_env_current(hosting, info):
     """A real Ctrl-C lands between two bytecodes anywhere; the other tests catch it in the waits. Here it is raised
     before each bytecode of a synchronous step's own code in turn (step, send and its dispatch, recv and its
-    receive, the transport's posting and gathering; a worker's infos read from its info table or off the pipe), and
-    the next steps must return what the envs hold then."""
+    receive, the transport's posting and gathering; a worker's infos read from its info table, its answer's mailbox
+    or off the pipe), and the next steps must return what the envs hold then."""
+    from shoal.vector._worker import decode
     from shoal.vector.base import VectorEnv
     from shoal.vector.channel import Channel
     from shoal.vector.info_table import InfoTable
@@ -414,9 +416,9 @@ def test_ctrl_c_at_any_bytecode_of_a_steps_send_and_receive_leaves_the_env_curre
         if hosting == "ray":  # every step is a message each way: queued, owed and written; peeked, read, skipped
             functions += [transport._send, Channel.queue, Channel.flush, transport._wait, transport._read,
                           Channel.peek, Channel.skip]
-        elif hosting != "serial":  # (numeric infos come through the table, the others on the pipe)
-            functions += [Link.post_steps, transport._read, Link.take_answer]
-            functions += [InfoTable.read] if info is True else [Channel.peek, Channel.skip]
+        elif hosting != "serial":  # (numeric infos through the table, small answers in mailboxes, large on the pipe)
+            functions += [Link.post_steps, transport._read, Link.take_answer, Channel.peek, Channel.skip]
+            functions += [InfoTable.read] if info is True else [decode] if info == "pickled" else []
         k = iter(range(1, 1 << 30))
 
         def check():
@@ -431,8 +433,9 @@ def test_ctrl_c_at_any_bytecode_of_a_steps_send_and_receive_leaves_the_env_curre
                     np.testing.assert_array_equal(infos.get("t", np.zeros(4))[stepped], obs[stepped, 0])
 
         fired = interrupt_everywhere(functions, lambda: envs.step(np.full(4, next(k) % 5)), check)
-    silent = sorted(name for name, count in fired.items() if count < 3)  # the channel only carries infos
-    assert silent == ([] if info or hosting in ("serial", "ray") else ["Channel.peek", "Channel.skip"]), fired
+    silent = sorted(name for name, count in fired.items() if count < 3)  # the pipe carries only the large infos
+    on_pipe = info == "large" or hosting in ("serial", "ray")  # (serial: no pipe; ray: every step on it)
+    assert silent == ([] if on_pipe else ["Channel.peek", "Channel.skip"]), fired
 
 
 @pytest.mark.timeout(300)

@@ -8,6 +8,7 @@ import multiprocessing as mp
 import os
 import pickle
 import random
+import sys
 import threading
 import time
 
@@ -17,12 +18,15 @@ from gymnasium import spaces
 
 from shoal.spaces import Layout
 from shoal.vector._counters import Counters
-from shoal.vector._worker import FINALS, finals_of, park_finals, parked_finals
+from shoal.errors import EnvOutputError
+from shoal.vector._worker import FINALS, OK, Replies, decode, finals_of, park_finals, parked_finals
 from shoal.vector.buffers import BufferSpec
 from shoal.vector.infos import Finals
 from shoal.vector import link as link_module
 from shoal.vector.channel import Channel
-from shoal.vector.link import EVENTS, ON_PIPE, PARENT_ASLEEP, Link, PeerClosed, Spin, counters_needed, wait
+from shoal.vector.link import (
+    EVENTS, MAILBOX_BYTES, ON_PIPE, PARENT_ASLEEP, Link, PeerClosed, Spin, counters_needed, mailbox_bytes, wait,
+)
 
 # -- counters ------------------------------------------------------------------------------------------------------
 
@@ -292,11 +296,22 @@ def test_an_end_waiting_on_a_silent_peer_asks_whether_to_go_on():
     reader.close()
 
 
-def _echo_worker(conn, memory, count, ring, spin_s, jitter_s):
+# sizes of the payloads answered: in a mailbox up to MAILBOX_BYTES, on the pipe past it (and past the pipe's buffer)
+_SIZES = (1, 100, MAILBOX_BYTES - 1, MAILBOX_BYTES, MAILBOX_BYTES + 1, 70_000)
+
+
+def _payload(number):
+    """The payload answering command ``number``: it names the command, in one of :data:`_SIZES`."""
+    head = f"step {number} ".encode()
+    size = max(len(head), _SIZES[number % len(_SIZES)])
+    return (head * (size // len(head) + 1))[:size]
+
+
+def _echo_worker(conn, memory, count, ring, spin_s, jitter_s, mailboxes):
     """Answers step commands with nothing (group 0), a payload naming the command (group 1) or the code 7 (group 2),
     and pipe commands with the message reversed; stops at b"stop". Sleeps a random while now and then, so that the
     parent's posts and waits meet a worker that is working, spinning or asleep."""
-    link = Link(Channel(conn), Counters(memory, count), 0, ring)
+    link = Link(Channel(conn), Counters(memory, count), 0, ring, mailboxes)
     rng = random.Random(1)
     number = 0
     spin = Spin(spin_s)
@@ -311,14 +326,15 @@ def _echo_worker(conn, memory, count, ring, spin_s, jitter_s):
             if command == 2:
                 link.answer(b"", 7)
             else:
-                link.answer(b"" if command == 0 else f"step {number}".encode())
+                link.answer(b"" if command == 0 else _payload(number))
         else:
             link.answer(command[::-1])
         number += 1
 
 
+@pytest.mark.parametrize("mail", [False, True], ids=["pipe", "mailboxes"])
 @pytest.mark.parametrize("spin_s", [0.0, 50e-6], ids=["sleeping", "spinning"])
-def test_link_answers_every_command_in_order_without_lost_wake_ups(spin_s, monkeypatch):
+def test_link_answers_every_command_in_order_without_lost_wake_ups(spin_s, mail, monkeypatch):
     # A sleeper looks for a dead peer every PEER_CHECK_S, and would then notice a missed bump too: with that far
     # longer than the waits' 5 s, a lost wake-up makes a wait run out (the worker is forked with the same value).
     monkeypatch.setattr(link_module, "PEER_CHECK_S", 60.0)
@@ -326,10 +342,12 @@ def test_link_answers_every_command_in_order_without_lost_wake_ups(spin_s, monke
     count = counters_needed(1, ring)
     memory = mp.RawArray("b", Counters.nbytes(count))
     counters = Counters(memory, count)
+    mailboxes = mp.RawArray("b", mailbox_bytes(1, ring)) if mail else None
     parent_end, child_end = mp.Pipe()
-    worker = mp.get_context("fork").Process(target=_echo_worker, args=(child_end, memory, count, ring, spin_s, 200e-6))
+    worker = mp.get_context("fork").Process(
+        target=_echo_worker, args=(child_end, memory, count, ring, spin_s, 200e-6, mailboxes))
     worker.start()
-    link = Link(Channel(parent_end), counters, 0, ring)
+    link = Link(Channel(parent_end), counters, 0, ring, mailboxes)
     rng = random.Random(2)
     expected: list[bytes | int] = []
     spin = Spin(spin_s)  # adapting across the waits, as the backend's does
@@ -344,7 +362,7 @@ def test_link_answers_every_command_in_order_without_lost_wake_ups(spin_s, monke
                 expected.append(7)
             else:
                 link.post(0 if kind == "step" else 1)
-                expected.append(0 if kind == "step" else f"step {number}".encode())
+                expected.append(0 if kind == "step" else _payload(number))
             if len(expected) == ring or rng.random() < 0.5:  # at most `ring` in flight, as the backend keeps it
                 if rng.random() < 0.3:
                     time.sleep(rng.random() * 200e-6)
@@ -361,6 +379,33 @@ def test_link_answers_every_command_in_order_without_lost_wake_ups(spin_s, monke
         if worker.is_alive():
             worker.kill()
         link.channel.close()
+
+
+@pytest.mark.parametrize("host", [0, 2])
+def test_a_message_that_fits_a_mailbox_travels_in_shared_memory_and_a_larger_one_on_the_pipe(host):
+    """An answer's message of at most MAILBOX_BYTES is written into its slot's mailbox (no byte on the pipe), a larger
+    one goes on the pipe; either way, and between codes, each answer is taken in order, whole. Each host's slots are
+    its own: another host's answers leave them alone."""
+    ring, hosts = 3, 3
+    count = counters_needed(hosts, ring)
+    memory, mailboxes = mp.RawArray("b", Counters.nbytes(count)), mp.RawArray("b", mailbox_bytes(hosts, ring))
+    counters = Counters(memory, count)
+    parent_end, child_end = mp.Pipe()
+    parent = Link(Channel(parent_end), counters, host, ring, mailboxes)
+    worker = Link(Channel(child_end), counters, host, ring, mailboxes)
+    neighbour = Link(Channel(mp.Pipe()[1]), counters, (host + 1) % hosts, ring, mailboxes)
+    rng = random.Random(3)
+    for number in range(60):
+        size = rng.choice(_SIZES + (0,))
+        message = os.urandom(size)
+        parent.post(0)
+        assert worker.take_command() == 0
+        worker.answer(message, 5)
+        neighbour.answer(os.urandom(MAILBOX_BYTES))  # (its own slots: a step it was never posted)
+        assert parent_end.poll() == (size > MAILBOX_BYTES), size  # the pipe holds the message only past a mailbox
+        assert parent.available() == 1
+        assert parent.take_answer() == (message if size else 5)
+        assert not parent_end.poll()
 
 
 def _stop(worker, link):
@@ -569,3 +614,23 @@ def test_a_worker_leaves_same_step_final_observations_in_shared_memory():
     odd = [np.array([5, 6], np.float64)]
     value, code = park_finals([Finals(np.array([2]), odd, [])], buffers, group)
     assert code == 0 and value[0].obs is odd
+
+
+def test_a_workers_answers_each_unpickle_on_their_own_through_one_pickler():
+    """The worker's one pickler forgets each answer's objects (a later answer refers to none of them), gives its
+    large answer's buffer back, and is whole again after an answer that cannot be pickled."""
+    replies = Replies()
+    shared = {"episode": {"r": 9.0, "l": 9, "t": 0.5}}
+    first = [(3, shared), (4, np.float32(2.5))]
+    second = [(5, shared), (6, "x" * 10)]  # the same dict again: its memo entry must not be referred to
+    answers = [replies(first, [3, 4]), replies(second, [5, 6])]
+    assert [decode(answer) for answer in answers] == [(True, first), (True, second)]
+    assert answers[1] == pickle.dumps((True, second), protocol=pickle.HIGHEST_PROTOCOL)
+    assert type(decode(answers[0])[1][1][1]) is np.float32
+    big = replies([(0, np.zeros(1 << 20))], [0])
+    assert len(big) > 1 << 23 and len(replies([(0, 1.0)], [0])) < 100
+    assert sys.getsizeof(replies._out) < 1 << 12  # (its room given back: it held 8 MiB after the large one)
+    with pytest.raises(EnvOutputError, match="env 8 returned an info that cannot be pickled"):
+        replies([(7, {"a": 1.0}), (8, {"lock": threading.Lock()})], [7, 8])
+    assert decode(replies(second, [5, 6])) == (True, second)
+    assert replies(None) == replies([]) == OK

@@ -61,6 +61,7 @@ from shoal.vector.link import (
     Spin,
     closed_channels,
     counters_needed,
+    mailbox_bytes,
     wait,
 )
 from shoal.vector.engine import Command, Engine
@@ -157,6 +158,7 @@ class MultiprocessingTransport(Transport):
         count = counters_needed(len(self.hosts), ring)
         self._counter_memory = ctx.RawArray("b", Counters.nbytes(count))
         self._counters = Counters(self._counter_memory, count)
+        self._mailboxes = ctx.RawArray("b", mailbox_bytes(len(self.hosts), ring))
         self._inline = inline
         self.own_rows = slice(0, self.groups[0].stop) if inline else None
         self._engine: Engine | None = None  # the calling process's own (inline)
@@ -175,7 +177,8 @@ class MultiprocessingTransport(Transport):
                     if inline and host == 0:
                         continue
                     parent_end, child_end = ctx.Pipe(duplex=True)
-                    signals = _worker.Signals(self._counter_memory, count, host, ring, self._spin_s)
+                    signals = _worker.Signals(self._counter_memory, count, host, ring, self._spin_s,
+                                              self._mailboxes)
                     proc = ctx.Process(
                         target=_worker.run,
                         args=(child_end, self.memory, spec, factory_bytes, [self.groups[g] for g in members],
@@ -194,7 +197,7 @@ class MultiprocessingTransport(Transport):
                         ) from exc
                     child_end.close()
                     self._procs[host], self._queued[host] = proc, deque()
-                    self._links[host] = Link(Channel(parent_end), self._counters, host, ring)
+                    self._links[host] = Link(Channel(parent_end), self._counters, host, ring, self._mailboxes)
             if inline:
                 self._engine = factory(self.groups[0], self.buffers, autoreset_mode)
             for host, link in self._links.items():  # each worker says it is ready, or why not

@@ -2,12 +2,13 @@
 
     python benchmarks/bench_vector.py [--seconds 1] [--rounds 3] [--envs 8 16 64]
                                       [--workloads cartpole cartpole_stats burn200us dict halfcheetah]
-                                      [--autoreset-mode next_step|same_step] [--shoal-workers N ...]
+                                      [--autoreset-mode next_step|same_step|disabled] [--shoal-workers N ...]
 
 Prints steps/s of every configuration (its best window over ``--rounds`` interleaved rounds) and, per workload and
 env count, the ratio of shoal's best configuration to the best peer configuration measured in the same run (absolute
 figures drift on a shared machine; ratios hold). ``--autoreset-mode same_step`` (what SB3 code steps) runs every
-vector env in that mode (PufferLib, whose autoreset is its own, is left out then). PufferLib's configurations run when
+vector env in that mode (PufferLib, whose autoreset is its own, is left out then); ``disabled`` too, each step then
+followed by a partial reset of the envs whose episode ended. PufferLib's configurations run when
 pufferlib-core is installed (``pip install --no-deps pufferlib-core==3.0.23``: it pins torch 2.9.0, which would
 replace the CPU build), over its own Gymnasium wrapper: its serial backend, its multiprocessing one with 1, 2 and
 one per core workers, and the most of those answering half the envs (asynchronous).
@@ -31,8 +32,17 @@ from shoal.vector.cpus import usable_cores  # noqa: E402
 
 
 def measure(envs, seconds: float) -> float:
-    """Steps/s of ``envs`` (see :func:`workloads.best_rate`)."""
-    return best_rate(envs, seconds, lambda envs: envs.reset(seed=0))
+    """Steps/s of ``envs`` (see :func:`workloads.best_rate`); with autoreset disabled, the envs whose episode ended
+    are reset after each step, by ``reset(options={"reset_mask": ...})``, as Gymnasium's docs write that loop."""
+    step = step_and_reset if envs.metadata.get("autoreset_mode") is AutoresetMode.DISABLED else None
+    return best_rate(envs, seconds, lambda envs: envs.reset(seed=0), step=step)
+
+
+def step_and_reset(envs, actions) -> None:
+    _, _, terminations, truncations, _ = envs.step(actions)
+    ended = terminations | truncations
+    if ended.any():
+        envs.reset(options={"reset_mask": ended})
 
 
 def configs(fn, n, mode="next_step", workers=()):

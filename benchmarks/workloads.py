@@ -119,18 +119,21 @@ def zero_actions(envs: Any) -> np.ndarray:
     return np.zeros((envs.num_envs, *space.shape), space.dtype)
 
 
-def best_rate(envs: Any, seconds: float, reset: Callable[[Any], Any], windows: int = 5) -> float:
-    """Steps/s of vector env ``envs`` (Gymnasium's API or SB3's: ``step(actions)`` of :func:`zero_actions`; closed
-    afterwards) after ``reset(envs)``: the best of ``windows`` windows of ``seconds / windows`` each, after a warm-up
-    of one window (like ``timeit``'s minimum: a spell of the shared machine's noise costs one window)."""
+def best_rate(envs: Any, seconds: float, reset: Callable[[Any], Any], windows: int = 5,
+              step: Callable[[Any, Any], Any] | None = None) -> float:
+    """Steps/s of vector env ``envs`` (Gymnasium's API or SB3's: ``step(actions)`` of :func:`zero_actions`, or
+    ``step(envs, actions)``; closed afterwards) after ``reset(envs)``: the best of ``windows`` windows of
+    ``seconds / windows`` each, after a warm-up of one window (like ``timeit``'s minimum: a spell of the shared
+    machine's noise costs one window)."""
     reset(envs)
     n = envs.num_envs
     actions = zero_actions(envs)
+    step = step or (lambda envs, actions: envs.step(actions))
     best, window = 0.0, seconds / windows
     for w in range(windows + 1):
         steps, start = 0, time.perf_counter()
         while time.perf_counter() - start < window:
-            envs.step(actions)
+            step(envs, actions)
             steps += n
         if w:  # the first window warms up
             best = max(best, steps / (time.perf_counter() - start))
@@ -151,7 +154,7 @@ def arguments(doc: str, envs: list[int], autoreset: bool = False) -> argparse.Na
     parser.add_argument("--workloads", nargs="+", default=DEFAULT_WORKLOADS, choices=list(WORKLOADS),
                         help="halfcheetah needs mujoco (the test extra installs it)")
     if autoreset:
-        parser.add_argument("--autoreset-mode", default="next_step", choices=["next_step", "same_step"])
+        parser.add_argument("--autoreset-mode", default="next_step", choices=["next_step", "same_step", "disabled"])
         parser.add_argument("--shoal-workers", type=int, nargs="*", default=[], metavar="N",
                             help="also shoal's multiprocessing backend with N workers (the calling process stepping "
                                  "one share, as by default)")

@@ -467,11 +467,17 @@ def test_ctrl_c_at_any_bytecode_of_a_reset_or_a_call_leaves_the_env_current(host
         if hosting == "ray":  # the commands' way to a node: queued, owed, written
             transport = type(envs._transport)
             resets += [transport.dispatch, transport._send, Channel.queue, Channel.flush]
-        elif hosting != "serial":  # the command's way to a worker: posted, its message queued and written (a cut
-            # between the post and the message, or inside the message, left the worker waiting for it: a hang)
-            resets += [Link.post, Channel.queue, Channel.flush]
+        elif hosting != "serial":  # the command's way to a worker: posted (its message into the slot's mailbox)
+            resets += [Link.post]
         fired = interrupt_everywhere(resets, lambda: envs.reset(seed=1), check)
         fired.update(interrupt_everywhere(calls, lambda: envs.call("nap", 0.0), check))
+        if hosting in ("inline", "workers"):  # a command past a mailbox: posted, its message queued and written on
+            # the pipe (a cut between the post and the message, or inside the message, left the worker waiting for
+            # it: a hang)
+            large = {"pad": "x" * 4096}
+            on_pipe = interrupt_everywhere([Link.post, Channel.queue, Channel.flush],
+                                           lambda: envs.reset(seed=1, options=large), check)
+            fired.update({f"{name} (on the pipe)": count for name, count in on_pipe.items()})
     assert min(fired.values()) >= 3, fired
 
 

@@ -355,8 +355,8 @@ def test_link_answers_every_command_in_order_without_lost_wake_ups(spin_s, mail,
         for number in range(1500):
             kind = rng.choice(["step", "payload step", "coded step", "message"])
             if kind == "message":
-                link.post(ON_PIPE, f"message {number}".encode())
-                expected.append(f"message {number}".encode()[::-1])
+                link.post(ON_PIPE, _payload(number + 3))  # (its size not that of its answer)
+                expected.append(_payload(number + 3)[::-1])
             elif kind == "coded step":
                 link.post(2)
                 expected.append(7)
@@ -383,9 +383,9 @@ def test_link_answers_every_command_in_order_without_lost_wake_ups(spin_s, mail,
 
 @pytest.mark.parametrize("host", [0, 2])
 def test_a_message_that_fits_a_mailbox_travels_in_shared_memory_and_a_larger_one_on_the_pipe(host):
-    """An answer's message of at most MAILBOX_BYTES is written into its slot's mailbox (no byte on the pipe), a larger
-    one goes on the pipe; either way, and between codes, each answer is taken in order, whole. Each host's slots are
-    its own: another host's answers leave them alone."""
+    """A command's or an answer's message of at most MAILBOX_BYTES is written into its slot's mailbox (no byte on the
+    pipe), a larger one goes on the pipe; either way, and between steps and codes, each is taken in order, whole.
+    Each host's slots are its own: another host's commands and answers leave them alone."""
     ring, hosts = 3, 3
     count = counters_needed(hosts, ring)
     memory, mailboxes = mp.RawArray("b", Counters.nbytes(count)), mp.RawArray("b", mailbox_bytes(hosts, ring))
@@ -396,16 +396,21 @@ def test_a_message_that_fits_a_mailbox_travels_in_shared_memory_and_a_larger_one
     neighbour = Link(Channel(mp.Pipe()[1]), counters, (host + 1) % hosts, ring, mailboxes)
     rng = random.Random(3)
     for number in range(60):
-        size = rng.choice(_SIZES + (0,))
-        message = os.urandom(size)
-        parent.post(0)
-        assert worker.take_command() == 0
+        size, command_size = rng.choice(_SIZES + (0,)), rng.choice(_SIZES + (-1,))
+        message, command = os.urandom(size), os.urandom(max(command_size, 0))
+        if command_size < 0:
+            parent.post(1)
+        else:
+            parent.post(ON_PIPE, command)
+        assert child_end.poll() == (command_size > MAILBOX_BYTES), command_size
+        neighbour.post(ON_PIPE, os.urandom(MAILBOX_BYTES))  # (its own slots)
+        assert worker.take_command() == (1 if command_size < 0 else command)
         worker.answer(message, 5)
         neighbour.answer(os.urandom(MAILBOX_BYTES))  # (its own slots: a step it was never posted)
         assert parent_end.poll() == (size > MAILBOX_BYTES), size  # the pipe holds the message only past a mailbox
         assert parent.available() == 1
         assert parent.take_answer() == (message if size else 5)
-        assert not parent_end.poll()
+        assert not parent_end.poll() and not child_end.poll()
 
 
 def _stop(worker, link):
@@ -634,3 +639,32 @@ def test_a_workers_answers_each_unpickle_on_their_own_through_one_pickler():
         replies([(7, {"a": 1.0}), (8, {"lock": threading.Lock()})], [7, 8])
     assert decode(replies(second, [5, 6])) == (True, second)
     assert replies(None) == replies([]) == OK
+
+
+def test_a_command_crosses_with_its_op_ids_and_payload():
+    """A command pickles as its op's number, its ids' bytes and its payload (cloudpickle's too, for a lambda in a
+    call's arguments), and comes back equal: the same op member, ids of the same dtype and values (a strided view's
+    too), writeable; the payload as pickle gives it."""
+    from shoal.vector.engine import Command, Op
+    from shoal.vector.transport import pickled
+
+    ids = np.arange(3, 11, dtype=np.intp)
+    commands = [
+        Command(Op.RESET, ids[:1], ([None], None)),
+        Command(Op.RESET, ids[::3], ([1, None, 2**40], {"x": np.float32(1.5)})),
+        Command(Op.STEP, ids, np.arange(8) % 2),
+        Command(Op.CALL, ids.astype(np.int32), ("scaled", (lambda v: v * 2,), {})),
+        Command(Op.GET_ATTR, ids[:0], "t"),
+        Command(Op.SET_ATTR, ids, ("tag", list("abcdefgh"))),
+    ]
+    for command in commands:
+        back = pickle.loads(pickled(command, "a command"))
+        assert type(back) is Command and back.op is command.op
+        assert back.ids.dtype == command.ids.dtype and back.ids.tolist() == command.ids.tolist()
+        assert back.ids.flags.writeable
+        if command.op is Op.CALL:
+            assert back.payload[1][0](21) == 42
+        elif command.op is Op.STEP:
+            assert back.payload.tolist() == command.payload.tolist()
+        else:
+            assert repr(back.payload) == repr(command.payload)

@@ -168,6 +168,7 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):  # type: ignore[misc]
         self.action_space = batch_space(single_action_space, self.batch_size)
 
         self.groups, hosts = self._layout()
+        self._owners = np.repeat(np.arange(len(self.groups)), [len(g) for g in self.groups])  # env -> its group
         self._batches: dict[tuple[int, ...], tuple[np.ndarray, Any, Any]] = {}  # held groups -> see _hold
         spec = BufferSpec(self.num_envs, self._obs_layout, self._action_layout, dict(extras or {}))
         self._transport = self._make_transport(
@@ -388,16 +389,23 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):  # type: ignore[misc]
                 self._hold(list(range(len(self.groups))))
             if self._held is None:
                 raise NotResetError("in asynchronous mode a partial reset (reset_mask) needs a full reset() first")
-            held_ids = np.zeros(self.num_envs, np.bool_)
-            held_ids[self._held_ids] = True
-            if (mask & ~held_ids).any():
-                raise ResetArgumentError(
-                    f"envs {np.flatnonzero(mask & ~held_ids).tolist()} are stepping (sent, not yet received); in "
-                    f"asynchronous mode only envs of the batch you hold ({self._held_ids.tolist()}) can be reset"
-                )
-            groups = [g for g, r in enumerate(self.groups) if mask[r.start : r.stop].any()]
-            ids = [np.flatnonzero(mask[self.groups[g].start : self.groups[g].stop]) + self.groups[g].start
-                   for g in groups]
+            if self.is_async:  # (in synchronous mode the caller holds every env)
+                held_ids = np.zeros(self.num_envs, np.bool_)
+                held_ids[self._held_ids] = True
+                if (mask & ~held_ids).any():
+                    raise ResetArgumentError(
+                        f"envs {np.flatnonzero(mask & ~held_ids).tolist()} are stepping (sent, not yet received); in "
+                        f"asynchronous mode only envs of the batch you hold ({self._held_ids.tolist()}) can be reset"
+                    )
+            envs = mask.nonzero()[0]  # split by group where the owner changes (groups are consecutive ranges)
+            owners = self._owners[envs]
+            if not len(envs):  # (a subclass's mask may name none: ale-py's, which then hands out the batch again)
+                groups, ids = [], []
+            elif owners[0] == owners[-1]:
+                groups, ids = [int(owners[0])], [envs]
+            else:
+                cuts = np.flatnonzero(owners[1:] != owners[:-1]) + 1
+                groups, ids = owners[np.concatenate(([0], cuts))].tolist(), np.split(envs, cuts)
             self._buffers.obs_target[mask] = 0
         commands = {
             g: Command(Op.RESET, i, ([seeds[e] for e in i.tolist()], payload_options)) for g, i in zip(groups, ids)

@@ -56,6 +56,21 @@ class Command(NamedTuple):
     ids: np.ndarray
     payload: Any = None
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as the op's number, the ids' type code and bytes, and the payload: pickled as it is, a reset's
+        command for one env took ~5.9 us to pickle and ~4 to read back (~3.9 and ~2.2 for the one-element array, ~1.1
+        and ~0.9 for the enum), each partial reset of an env in a worker (``reset_mask``)."""
+        ids = self.ids
+        return _command, (int(self.op), ids.dtype.char, ids.tobytes(), self.payload)
+
+
+def _command(op: int, code: str, ids: bytes, payload: Any) -> Command:
+    """A :class:`Command` as :meth:`Command.__reduce__` pickled it."""
+    return Command(_OPS[op], np.frombuffer(ids, code).copy(), payload)
+
+
+_OPS = {int(op): op for op in Op}
+
 
 class NoSeeds(Sequence):
     """``[None] * n`` without the list: the seeds of an autoreset (every env goes on with its random stream).

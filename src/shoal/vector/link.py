@@ -4,10 +4,10 @@ for payloads.
 Per host (worker process), in one :class:`~shoal.vector._counters.Counters` block shared by all processes:
 ``posted`` (commands the parent posted), ``done`` (commands the worker answered), ``asleep`` (the worker sleeps
 while this is non-zero: until ``posted`` reaches it), one command slot per group it hosts (which of its groups to
-step, or :data:`ON_PIPE`: the command is a pickled message on the pipe) and one answer slot per group
-(:data:`ON_PIPE`: the answer is a message on the pipe; :data:`IN_MAILBOX` or below: a message of
-``IN_MAILBOX - code`` bytes in the slot's mailbox; 0: nothing to report, the results are in shared memory; a
-positive code: what the worker's loop says it means).
+step; :data:`ON_PIPE`: the command is a pickled message on the pipe; :data:`IN_MAILBOX` or below: a message of
+``IN_MAILBOX - code`` bytes in the slot's mailbox) and one answer slot per group (:data:`ON_PIPE` and
+:data:`IN_MAILBOX` alike; 0: nothing to report, the results are in shared memory; a positive code: what the
+worker's loop says it means).
 Shared by all hosts: ``events`` (every answer bumps it) and ``parent_asleep`` (the parent sleeps until ``events``
 reaches it). A host never has more commands in flight than groups, so the slots form a ring that is never overrun.
 
@@ -16,12 +16,13 @@ steps the group, writes the answer slot and bumps ``done`` and ``events``; the p
 them. No pickle, and no system call while both sides are awake: about 1 us where a pipe round trip costs ~12 us on
 a small VM.
 
-An answer with a message of at most :data:`MAILBOX_BYTES` (infos that do not fit the info table, a call's result, an
-error) is written into its answer slot's mailbox, a region of shared memory beside the counters, and needs no system
-call either. On the pipe, the worker's write and the parent's read of one such message took ~3.9 us (a process
-sending to itself, 2 cores), more than pickling it and reading it back: CartPole x 8 in ``RecordEpisodeStatistics``,
-whose infos at episode ends are sparse and nested, paid ~5 us a batch for its infos by default against ~1.4 in
-Gymnasium's ``SyncVectorEnv``.
+A command or answer with a message of at most :data:`MAILBOX_BYTES` (a reset's seeds, a call; infos that do not fit
+the info table, a call's result, an error) is written into its slot's mailbox, a region of shared memory beside the
+counters, and needs no system call either. On the pipe, the write and read of one such message took ~3.9 us (a
+process sending to itself, 2 cores), more than pickling it and reading it back: CartPole x 8 in
+``RecordEpisodeStatistics``, whose infos at episode ends are sparse and nested, paid ~5 us a batch for its infos by
+default against ~1.4 in Gymnasium's ``SyncVectorEnv``, and a partial reset (``reset_mask``) of one env in a worker
+took ~35 us against ~17 for one in the calling process.
 
 A waiter spins on its counter for up to its :class:`Spin` budget, then writes into its ``asleep`` counter the value
 the watched counter must reach for it to go on (the parent waiting for two answers is woken once, by the second) and
@@ -50,9 +51,10 @@ from shoal.vector.channel import Channel, Poller
 EVENTS, PARENT_ASLEEP = 0, 1
 ON_PIPE = -1
 IN_MAILBOX = -2
-"""An answer code at or below this: the message is in the answer slot's mailbox, ``IN_MAILBOX - code`` bytes."""
+"""A slot's code at or below this: the message is in the slot's mailbox, ``IN_MAILBOX - code`` bytes."""
 MAILBOX_BYTES = 2048
-"""The largest message an answer carries in shared memory (a mailbox per answer slot); a larger one goes on the pipe."""
+"""The largest message a command or answer carries in shared memory (a mailbox per slot); a larger one goes on the
+pipe."""
 _TAG = struct.Struct("!q")  # the number of the answer a message on the pipe belongs to, before the message
 PEER_CHECK_S = 0.1
 """How often a sleeping waiter looks for a dead peer (one whose pipe is closed)."""
@@ -65,8 +67,8 @@ def counters_needed(hosts: int, ring: int) -> int:
 
 
 def mailbox_bytes(hosts: int, ring: int) -> int:
-    """The shared memory of the mailboxes of ``hosts`` links of ``ring`` slots each."""
-    return hosts * ring * MAILBOX_BYTES
+    """The shared memory of the mailboxes of ``hosts`` links of ``ring`` slots each way."""
+    return hosts * 2 * ring * MAILBOX_BYTES
 
 
 class Spin:
@@ -142,8 +144,12 @@ class Link:
 
     def __init__(self, channel: Channel, counters: Counters, host: int, ring: int, mailboxes: Any = None) -> None:
         self.channel, self.counters, self.ring = channel, counters, ring
-        self._mail = None if mailboxes is None else memoryview(mailboxes).cast("B")[
-            host * ring * MAILBOX_BYTES : (host + 1) * ring * MAILBOX_BYTES]
+        span = ring * MAILBOX_BYTES  # the host's command mailboxes, then its answer mailboxes
+        self._command_mail: memoryview | None = None
+        self._answer_mail: memoryview | None = None
+        if mailboxes is not None:
+            mail = memoryview(mailboxes).cast("B")[2 * host * span : 2 * (host + 1) * span]
+            self._command_mail, self._answer_mail = mail[:span], mail[span:]
         base = _SHARED + host * (3 + 2 * ring)
         self._posted, self._done, self._asleep = base, base + 1, base + 2
         self._commands, self._answers = base + 3, base + 3 + ring
@@ -158,12 +164,19 @@ class Link:
         """Post a command: step the host's group ``group`` (its index among the host's groups), or, with
         ``group == ON_PIPE``, the pickled command ``message`` (``stalled`` as in :meth:`Channel.flush`).
 
-        The message is queued, tagged with its command's number, before the post and written after it (a message
-        larger than the pipe is written while the worker reads it): wherever an interrupt lands, the next post or
-        :meth:`resync` finishes a message whose command was posted and drops one whose command was not, so the
-        worker never waits for a message that does not come, nor reads one meant for another command."""
+        A message of at most :data:`MAILBOX_BYTES` is written into the slot's mailbox before the post. A larger one
+        is queued, tagged with its command's number, before the post and written after it (a message larger than the
+        pipe is written while the worker reads it): wherever an interrupt lands, the next post or :meth:`resync`
+        finishes a message whose command was posted and drops one whose command was not, so the worker never waits
+        for a message that does not come, nor reads one meant for another command."""
         if group == ON_PIPE:
             self._settle_message(stalled, stall_s)
+            mail = self._command_mail
+            if mail is not None and len(message) <= MAILBOX_BYTES:
+                at = self.sent % self.ring * MAILBOX_BYTES
+                mail[at : at + len(message)] = message
+                self.post_steps((IN_MAILBOX - len(message),))
+                return
             self.channel.queue(message, tag=self.sent)
         self.post_steps((group,))
         if group == ON_PIPE:
@@ -215,7 +228,7 @@ class Link:
         code = self.counters.load(self._answers + index % self.ring)
         if code <= IN_MAILBOX:
             at = index % self.ring * MAILBOX_BYTES
-            message = self._mail[at : at + IN_MAILBOX - code].tobytes()  # type: ignore[index]
+            message = self._answer_mail[at : at + IN_MAILBOX - code].tobytes()  # type: ignore[index]
             self.taken = index + 1
             return message
         if code != ON_PIPE:
@@ -241,8 +254,12 @@ class Link:
 
     def take_command(self) -> int | bytes:
         """The next command (call :meth:`wait_command` first): the group to step, or a pickled message."""
-        group = self.counters.load(self._commands + self.taken % self.ring)
+        slot = self.taken % self.ring
+        group = self.counters.load(self._commands + slot)
         self.taken += 1
+        if group <= IN_MAILBOX:
+            at = slot * MAILBOX_BYTES
+            return self._command_mail[at : at + IN_MAILBOX - group].tobytes()  # type: ignore[index]
         return self.channel.recv() if group == ON_PIPE else group
 
     def answer(self, message: bytes, code: int = 0) -> None:
@@ -253,8 +270,9 @@ class Link:
         counters, slot = self.counters, self.sent % self.ring
         if message:
             code = ON_PIPE
-            if self._mail is not None and len(message) <= MAILBOX_BYTES:
-                self._mail[slot * MAILBOX_BYTES : slot * MAILBOX_BYTES + len(message)] = message
+            mail = self._answer_mail
+            if mail is not None and len(message) <= MAILBOX_BYTES:
+                mail[slot * MAILBOX_BYTES : slot * MAILBOX_BYTES + len(message)] = message
                 code, message = IN_MAILBOX - len(message), b""
         counters.store(self._answers + slot, code)
         self.sent += 1

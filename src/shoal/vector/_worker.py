@@ -228,7 +228,7 @@ class Signals(NamedTuple):
     host: int
     ring: int
     spin_s: float
-    mailboxes: Any = None  # the shared mailbox memory (link.mailbox_bytes), or None: every answer on the pipe
+    mailboxes: Any = None  # the shared mailbox memory (link.mailbox_bytes), or None: every message on the pipe
 
     def link(self, conn: Any, stalled: Any = None) -> Link:
         """This worker's end of its link; ``stalled`` runs every :data:`_ORPHAN_POLL_S` that a message to or from

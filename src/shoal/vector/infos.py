@@ -57,10 +57,8 @@ class Columns(NamedTuple):
         """The ``(env_id, info)`` entries these columns were made of: the same keys, in order, and the same values
         of the same types (made in C, ``_infos.column_entries``: a group of four MuJoCo infos in ~1 us, where numpy
         took ~6.5)."""
-        schema = _SCHEMAS.get((self.keys, self.kinds))
-        if schema is None:
-            schema = _schema(self.keys, self.kinds)
-        return column_entries(self.ids.tolist(), self.keys, self.kinds, schema[1], self.words)  # type: ignore[no-any-return]
+        _, dtypes = _schema(self.keys, self.kinds)
+        return column_entries(self.ids.tolist(), self.keys, self.kinds, dtypes, self.words)  # type: ignore[no-any-return]
 
 
 Entry = Union[tuple[int, dict[str, Any]], Finals]
@@ -181,9 +179,7 @@ def _add_columns(infos: dict[str, Any], columns: Columns, size: int, row_of: dic
     in the same order.) A group of four MuJoCo infos (four numpy floats each) comes so in ~1.4 us (in numpy, a key at
     a time: ~5.8; as four dicts through :func:`add_info`: ~2.1, after ~6.5 to make them)."""
     keys, kinds, ids = columns.keys, columns.kinds, columns.ids
-    schema = _SCHEMAS.get((keys, kinds))
-    if schema is None:
-        schema = _schema(keys, kinds)
+    schema = _schema(keys, kinds)
     rows = (int(ids[0]) if len(ids) else 0) if row_of is None else [row_of[env] for env in ids.tolist()]
     return add_columns(infos, keys, *schema, columns.words, rows, size)  # type: ignore[no-any-return]
 
@@ -195,6 +191,9 @@ _SCHEMAS: dict[tuple[tuple[Any, ...], tuple[type, ...]], tuple[tuple[str, ...], 
 def _schema(keys: tuple[Any, ...], kinds: tuple[type, ...]) -> tuple[tuple[str, ...], tuple[np.dtype, ...]]:
     """The mask names of ``keys`` (``f"_{key}"`` each) and the dtypes of the arrays values of ``kinds`` make
     (Gymnasium's ``np.dtype(type(value))``), remembered (a few schemas a vector env; forgotten past 256)."""
+    schema = _SCHEMAS.get((keys, kinds))
+    if schema is not None:
+        return schema
     schema = tuple(f"_{key}" for key in keys), tuple(np.dtype(kind) for kind in kinds)
     if len(_SCHEMAS) >= 256:
         _SCHEMAS.clear()

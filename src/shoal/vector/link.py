@@ -171,11 +171,9 @@ class Link:
         for a message that does not come, nor reads one meant for another command."""
         if group == ON_PIPE:
             self._settle_message(stalled, stall_s)
-            mail = self._command_mail
-            if mail is not None and len(message) <= MAILBOX_BYTES:
-                at = self.sent % self.ring * MAILBOX_BYTES
-                mail[at : at + len(message)] = message
-                self.post_steps((IN_MAILBOX - len(message),))
+            code = _mail(self._command_mail, self.sent % self.ring, message)
+            if code is not None:
+                self.post_steps((code,))
                 return
             self.channel.queue(message, tag=self.sent)
         self.post_steps((group,))
@@ -227,8 +225,7 @@ class Link:
         index = self.taken
         code = self.counters.load(self._answers + index % self.ring)
         if code <= IN_MAILBOX:
-            at = index % self.ring * MAILBOX_BYTES
-            message = self._answer_mail[at : at + IN_MAILBOX - code].tobytes()  # type: ignore[index]
+            message = _mailed(self._answer_mail, index % self.ring, code)
             self.taken = index + 1
             return message
         if code != ON_PIPE:
@@ -258,8 +255,7 @@ class Link:
         group = self.counters.load(self._commands + slot)
         self.taken += 1
         if group <= IN_MAILBOX:
-            at = slot * MAILBOX_BYTES
-            return self._command_mail[at : at + IN_MAILBOX - group].tobytes()  # type: ignore[index]
+            return _mailed(self._command_mail, slot, group)
         return self.channel.recv() if group == ON_PIPE else group
 
     def answer(self, message: bytes, code: int = 0) -> None:
@@ -269,11 +265,8 @@ class Link:
         store is a full barrier), a larger one on the pipe."""
         counters, slot = self.counters, self.sent % self.ring
         if message:
-            code = ON_PIPE
-            mail = self._answer_mail
-            if mail is not None and len(message) <= MAILBOX_BYTES:
-                mail[slot * MAILBOX_BYTES : slot * MAILBOX_BYTES + len(message)] = message
-                code, message = IN_MAILBOX - len(message), b""
+            mailed = _mail(self._answer_mail, slot, message)
+            code, message = (ON_PIPE, message) if mailed is None else (mailed, b"")
         counters.store(self._answers + slot, code)
         self.sent += 1
         counters.store(self._done, self.sent)
@@ -283,6 +276,24 @@ class Link:
             counters.wake(EVENTS)
         if message:  # after the answer is posted: the parent reads the pipe while a large message is written
             self.channel.send(message, prefix=_TAG.pack(self.sent - 1))
+
+
+def _mail(mailboxes: memoryview | None, slot: int, message: bytes) -> int | None:
+    """Write ``message`` into mailbox ``slot`` of ``mailboxes`` if it fits one: the slot's code saying so, else
+    None (it goes on the pipe)."""
+    if mailboxes is None or len(message) > MAILBOX_BYTES:
+        return None
+    at = slot * MAILBOX_BYTES
+    mailboxes[at : at + len(message)] = message
+    return IN_MAILBOX - len(message)
+
+
+def _mailed(mailboxes: memoryview | None, slot: int, code: int) -> bytes:
+    """The message mailbox ``slot`` of ``mailboxes`` holds, the slot's code being ``code`` (:data:`IN_MAILBOX` or
+    below)."""
+    assert mailboxes is not None  # (only a link with mailboxes writes such a code)
+    at = slot * MAILBOX_BYTES
+    return mailboxes[at : at + IN_MAILBOX - code].tobytes()
 
 
 def wait(

@@ -34,7 +34,8 @@ from shoal.vector.cpus import usable_cores  # noqa: E402
 def measure(envs, seconds: float) -> float:
     """Steps/s of ``envs`` (see :func:`workloads.best_rate`); with autoreset disabled, the envs whose episode ended
     are reset after each step, by ``reset(options={"reset_mask": ...})``, as Gymnasium's docs write that loop."""
-    step = step_and_reset if envs.metadata.get("autoreset_mode") is AutoresetMode.DISABLED else None
+    disabled = getattr(envs, "metadata", {}).get("autoreset_mode") is AutoresetMode.DISABLED  # (PufferLib: none)
+    step = step_and_reset if disabled else None
     return best_rate(envs, seconds, lambda envs: envs.reset(seed=0), step=step)
 
 

@@ -3,7 +3,7 @@ split of envs (each process steps its own), and a timeline of shoal's batches, p
 
     python benchmarks/sync_anatomy.py [--workers W] [--envs E] [--game breakout] [--seconds 3] [--warmup 2]
                                       [--rounds 2] [--spin-us 2000 ...]
-                                      [--torch cuda] [--timeline-only]
+                                      [--torch cuda] [--timeline-only] [--pin]
 
 1. Limits, interleaved round by round (each its best round), W processes each over its E/W envs:
 
@@ -17,7 +17,10 @@ split of envs (each process steps its own), and a timeline of shoal's batches, p
      this split (a little less: shoal's workers do not pay a vector env's bookkeeping);
    * ``shoal sync``: ``AtariVectorEnv`` with W workers, synchronous (by default the calling process steps a group);
      with ``--spin-us``, also with other spin budgets (how long a waiter spins before it sleeps);
-   * ``ale-py sync``: ale-py's ``AtariVectorEnv`` with W threads.
+   * ``ale-py sync``: ale-py's ``AtariVectorEnv`` with W threads;
+   * with ``--pin``, also ``bare``, ``engines, synchronized`` and ``shoal sync`` with each process pinned to a core of
+     its own (``os.sched_setaffinity``; shoal's workers pinned by pid once started, the calling process to the first
+     core): whether the scheduler moving processes between cores is part of what a barrier loses.
 
 2. A timeline of ``shoal sync``'s batches from timestamps taken in every process (``time.perf_counter``, the
    system-wide monotonic clock on Linux): per batch, the calling process's work before the first post, the posts, each
@@ -33,6 +36,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import multiprocessing as mp
+import os
 import time
 
 import numpy as np
@@ -88,7 +92,9 @@ def _engine_envs(game: str, count: int, seed: int):
 
 
 def _loop(kind: str, game: str, count: int, index: int, barrier: Barrier | None, seconds: float, warmup: float,
-          out) -> None:
+          core: int | None, out) -> None:
+    if core is not None:
+        os.sched_setaffinity(0, {core})
     batch, close = (_bare_envs if kind == "bare" else _engine_envs)(game, count, index)
     start = time.perf_counter()
     while time.perf_counter() - start < warmup:
@@ -111,20 +117,38 @@ def _loop(kind: str, game: str, count: int, index: int, barrier: Barrier | None,
     out.put(steps / (time.perf_counter() - start))
 
 
-def limit(kind: str, game: str, envs: int, workers: int, seconds: float, warmup: float, synchronized: bool) -> float:
-    """Steps/s of ``workers`` processes each stepping its share of ``envs`` (``kind``: ``bare`` or ``engines``)."""
+def limit(kind: str, game: str, envs: int, workers: int, seconds: float, warmup: float, synchronized: bool,
+          pin: bool = False) -> float:
+    """Steps/s of ``workers`` processes each stepping its share of ``envs`` (``kind``: ``bare`` or ``engines``); with
+    ``pin``, process ``i`` on core ``i`` alone."""
     shares = [len(s) for s in np.array_split(np.arange(envs), workers)]
     barrier = Barrier(workers) if synchronized else None
-    return summed_rates(_loop, [(kind, game, k, i, barrier, seconds, warmup) for i, k in enumerate(shares)])
+    cores = _cores()
+    return summed_rates(_loop, [(kind, game, k, i, barrier, seconds, warmup, cores[i % len(cores)] if pin else None)
+                                for i, k in enumerate(shares)])
 
 
-def shoal_sync(game: str, envs: int, workers: int, seconds: float, warmup: float, spin_us: float | None = None
-               ) -> float:
+def _cores() -> list[int]:
+    return sorted(os.sched_getaffinity(0))
+
+
+def shoal_sync(game: str, envs: int, workers: int, seconds: float, warmup: float, spin_us: float | None = None,
+               pin: bool = False) -> float:
     from bench_sync import rate
 
     with spin(spin_us):
         venv = shoal.AtariVectorEnv(games=[game] * envs, num_workers=workers, **SETTINGS)
-    return rate(venv, seconds, warmup)
+    if not pin:
+        return rate(venv, seconds, warmup)
+    cores = _cores()
+    venv.reset(seed=0)  # (the workers start at the first command)
+    for host, proc in venv._transport._procs.items():  # host 0 is the calling process, which steps one group
+        os.sched_setaffinity(proc.pid, {cores[host % len(cores)]})
+    os.sched_setaffinity(0, {cores[0]})
+    try:
+        return rate(venv, seconds, warmup)
+    finally:
+        os.sched_setaffinity(0, cores)
 
 
 def ale_sync(game: str, envs: int, workers: int, seconds: float, warmup: float) -> float:
@@ -176,7 +200,7 @@ class Timeline:
                     timeline.steps[group, k] = start, time.perf_counter()
 
         def timed_post_steps(self, groups):
-            if groups[0] == link.ON_PIPE:  # a message (reset, close, ...), not a step
+            if groups[0] < 0:  # a message (reset, close, ...) on the pipe or in a mailbox, not a step
                 return post_steps(self, groups)
             host = (self._posted - link._SHARED) // (3 + 2 * self.ring)
             k = timeline._posted.get(host, 0)
@@ -277,6 +301,7 @@ def main() -> None:
                         help="also shoal sync with these spin budgets (the default is 300 us)")
     parser.add_argument("--torch", metavar="DEVICE", help="also the timeline of envs.torch(DEVICE)'s step op")
     parser.add_argument("--timeline-only", action="store_true", help="skip the limits")
+    parser.add_argument("--pin", action="store_true", help="also the limits and shoal sync with processes pinned")
     args = parser.parse_args()
     w, e = args.workers, args.envs or 4 * args.workers
     common = (args.game, e, w, args.seconds, args.warmup)
@@ -298,6 +323,11 @@ def limits(args, common: tuple) -> None:
         "shoal sync": lambda: shoal_sync(*common),
         **{f"shoal sync, spin {us:g} us": (lambda us=us: shoal_sync(*common, spin_us=us)) for us in args.spin_us},
         "ale-py sync": lambda: ale_sync(*common),
+        **({
+            "bare, pinned": lambda: limit("bare", *common, synchronized=False, pin=True),
+            "engines, sync., pinned": lambda: limit("engines", *common, synchronized=True, pin=True),
+            "shoal sync, pinned": lambda: shoal_sync(*common, pin=True),
+        } if args.pin else {}),
     }, args.rounds)
     print(f"\n{args.game} x {e}, {w} processes, steps/s (best of {args.rounds} rounds of {args.seconds:g} s)")
     for name, r in rates.items():

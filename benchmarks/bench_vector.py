@@ -3,6 +3,7 @@
     python benchmarks/bench_vector.py [--seconds 1] [--rounds 3] [--envs 8 16 64]
                                       [--workloads cartpole cartpole_stats burn200us dict halfcheetah]
                                       [--autoreset-mode next_step|same_step|disabled] [--shoal-workers N ...]
+                                      [--sequences L]
 
 Prints steps/s of every configuration (its best window over ``--rounds`` interleaved rounds) and, per workload and
 env count, the ratio of shoal's best configuration to the best peer configuration measured in the same run (absolute
@@ -11,7 +12,10 @@ vector env in that mode (PufferLib, whose autoreset is its own, is left out then
 followed by a partial reset of the envs whose episode ended. PufferLib's configurations run when
 pufferlib-core is installed (``pip install --no-deps pufferlib-core==3.0.23``: it pins torch 2.9.0, which would
 replace the CPU build), over its own Gymnasium wrapper: its serial backend, its multiprocessing one with 1, 2 and
-one per core workers, and the most of those answering half the envs (asynchronous).
+one per core workers, and the most of those answering half the envs (asynchronous). ``--sequences L``: shoal's
+configurations step action sequences of ``L`` zero actions per env (``envs.step([array per env])``: each env runs its
+own, stopping where its episode ends; its steps are counted from ``info["steps_taken"]``, so a next-step autoreset,
+which takes an env's whole call, counts none), the peers ``L`` plain steps a call (what their users write instead).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import sys
 from functools import partial
 
 import gymnasium as gym
+import numpy as np
 from gymnasium.vector import AutoresetMode
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -31,12 +36,38 @@ import shoal  # noqa: E402
 from shoal.vector.cpus import usable_cores  # noqa: E402
 
 
-def measure(envs, seconds: float) -> float:
+def measure(envs, seconds: float, sequences: int = 0) -> float:
     """Steps/s of ``envs`` (see :func:`workloads.best_rate`); with autoreset disabled, the envs whose episode ended
-    are reset after each step, by ``reset(options={"reset_mask": ...})``, as Gymnasium's docs write that loop."""
+    are reset after each step, by ``reset(options={"reset_mask": ...})``, as Gymnasium's docs write that loop; with
+    ``sequences``, see the module's docstring."""
     disabled = getattr(envs, "metadata", {}).get("autoreset_mode") is AutoresetMode.DISABLED  # (PufferLib: none)
     step = step_and_reset if disabled else None
+    if sequences:
+        step = partial(sequence_step, sequences) if isinstance(envs, shoal.VectorEnv) else RepeatedSteps(sequences)
     return best_rate(envs, seconds, lambda envs: envs.reset(seed=0), step=step)
+
+
+def sequence_step(length: int, envs, actions) -> int:
+    seqs = [np.zeros((length, *a.shape), a.dtype) for a in actions]
+    return int(envs.step(seqs)[4]["steps_taken"].sum())
+
+
+class RepeatedSteps:
+    """``length`` plain steps a call; the env steps they ran: in next-step mode an env whose episode ended the step
+    before resets instead, which is no step (as a sequence's ``steps_taken`` counts it)."""
+
+    def __init__(self, length: int) -> None:
+        self.length, self.ended = length, 0
+
+    def __call__(self, envs, actions) -> int:
+        ran = 0
+        # (PufferLib's vector env, without the key, resets an env in the step that ended its episode)
+        next_step = getattr(envs, "metadata", {}).get("autoreset_mode") is AutoresetMode.NEXT_STEP
+        for _ in range(self.length):
+            _, _, terminations, truncations, _ = envs.step(actions)
+            ran += len(actions) - (self.ended if next_step else 0)
+            self.ended = int(np.count_nonzero(terminations | truncations))
+        return ran
 
 
 def step_and_reset(envs, actions) -> None:
@@ -74,8 +105,10 @@ def configs(fn, n, mode="next_step", workers=()):
 
 def main() -> None:
     args = arguments(__doc__, [8, 16, 64], autoreset=True)
-    side_by_side(args, partial(configs, mode=args.autoreset_mode, workers=args.shoal_workers), measure, "peer",
-                 target=">= 1.2")
+    if args.sequences and args.autoreset_mode == "disabled":
+        raise SystemExit("--sequences runs with autoreset (next_step or same_step)")
+    side_by_side(args, partial(configs, mode=args.autoreset_mode, workers=args.shoal_workers),
+                 partial(measure, sequences=args.sequences), "peer", target=">= 1.2")
 
 
 if __name__ == "__main__":

@@ -122,9 +122,9 @@ def zero_actions(envs: Any) -> np.ndarray:
 def best_rate(envs: Any, seconds: float, reset: Callable[[Any], Any], windows: int = 5,
               step: Callable[[Any, Any], Any] | None = None) -> float:
     """Steps/s of vector env ``envs`` (Gymnasium's API or SB3's: ``step(actions)`` of :func:`zero_actions`, or
-    ``step(envs, actions)``; closed afterwards) after ``reset(envs)``: the best of ``windows`` windows of
-    ``seconds / windows`` each, after a warm-up of one window (like ``timeit``'s minimum: a spell of the shared
-    machine's noise costs one window)."""
+    ``step(envs, actions)``, which may return how many env steps it ran; else one per env; closed afterwards) after
+    ``reset(envs)``: the best of ``windows`` windows of ``seconds / windows`` each, after a warm-up of one window
+    (like ``timeit``'s minimum: a spell of the shared machine's noise costs one window)."""
     reset(envs)
     n = envs.num_envs
     actions = zero_actions(envs)
@@ -133,8 +133,8 @@ def best_rate(envs: Any, seconds: float, reset: Callable[[Any], Any], windows: i
     for w in range(windows + 1):
         steps, start = 0, time.perf_counter()
         while time.perf_counter() - start < window:
-            step(envs, actions)
-            steps += n
+            ran = step(envs, actions)
+            steps += n if ran is None else ran
         if w:  # the first window warms up
             best = max(best, steps / (time.perf_counter() - start))
     envs.close()
@@ -158,6 +158,9 @@ def arguments(doc: str, envs: list[int], autoreset: bool = False) -> argparse.Na
         parser.add_argument("--shoal-workers", type=int, nargs="*", default=[], metavar="N",
                             help="also shoal's multiprocessing backend with N workers (the calling process stepping "
                                  "one share, as by default)")
+        parser.add_argument("--sequences", type=int, default=0, metavar="L",
+                            help="shoal steps action sequences of L zero actions (counting the steps each env took), "
+                                 "the peers L plain steps a call")
     return parser.parse_args()
 
 

@@ -63,6 +63,22 @@ def test_bad_step_results_name_the_env(backend, kind, match, at):
             envs.step(np.zeros(4, np.int64))
 
 
+SEQUENCE_KINDS = ["obs_shape", "obs_300_for_uint8", "reward_none", "truncated_two", "info_list", "step_four",
+                  "step_none", "dict_leaf_shape", "loose_missing"]
+
+
+@pytest.mark.parametrize("kind", SEQUENCE_KINDS)
+def test_bad_step_results_inside_an_action_sequence_name_the_env(backend, kind):
+    # an env runs its whole sequence in one call (GymEngine._run_sequences): its third step's results are checked as
+    # a plain step's are
+    match = dict(BAD_STEPS)[kind]
+    with shoal.make(_fns(kind, at=3), **backend) as envs:
+        envs.reset(seed=0)
+        prefix = r"env 2 \(BadDataEnv\) returned bad data from step\(\): "
+        with pytest.raises(errors.EnvOutputError, match=prefix + match):
+            envs.step([np.zeros(4, np.int64)] * 4)
+
+
 def test_dict_observations_are_checked_at_every_reset():
     fns = [functools.partial(BadDataEnv, "dict_leaf_shape", at=0, episode=2, length=3)] * 2
     with shoal.make(fns, num_workers=2) as envs:
@@ -154,6 +170,15 @@ def test_env_exceptions_keep_their_type(backend):
             envs.step(np.zeros(4, np.int64))
     assert isinstance(caught.value, errors.EnvError) and caught.value.env_id == 3
     assert "the env broke on purpose" in caught.value.remote_traceback
+
+
+def test_env_exceptions_inside_an_action_sequence_keep_their_type(backend):
+    fns = [functools.partial(FaultyEnv, at=100)] * 3 + [functools.partial(FaultyEnv, at=2)]
+    with shoal.make(fns, **backend) as envs:
+        envs.reset(seed=0)
+        with pytest.raises(ValueError, match=r"env 3 raised ValueError: the env broke on purpose") as caught:
+            envs.step([np.zeros(3, np.int64)] * 4)
+    assert isinstance(caught.value, errors.EnvError) and caught.value.env_id == 3
 
 
 def test_config_errors_say_what_to_do():

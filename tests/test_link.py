@@ -668,3 +668,29 @@ def test_a_command_crosses_with_its_op_ids_and_payload():
             assert back.payload.tolist() == command.payload.tolist()
         else:
             assert repr(back.payload) == repr(command.payload)
+
+
+def test_action_sequences_cross_with_their_types_shapes_and_values():
+    """Sequences pickle as their arrays' types, shapes and bytes and come back equal and writeable: a part split off
+    a larger batch (a view with offsets rebased), actions of several axes, float actions, none at all."""
+    from shoal.vector.engine import Command, Op, Sequences
+    from shoal.vector.transport import pickled
+
+    rng = np.random.default_rng(3)
+    whole = Sequences(rng.integers(0, 5, 11), np.array([0, 4, 4, 9, 11]), 0.9)
+    cases = [
+        whole,
+        whole.split([0, 2])[1],  # envs 2 and 3: values[4:11], offsets [0, 5, 7]
+        Sequences(rng.integers(0, 3, (6, 2)).astype(np.int32), np.array([0, 1, 6]), 1.0),
+        Sequences(rng.standard_normal((3, 2, 2)).astype(np.float32), np.array([0, 3]), 0.0),
+        Sequences(np.zeros((0, 3), np.float32), np.array([0, 0, 0]), 0.5),
+        Sequences(np.arange(5), np.array([0, 2, 5], np.int32), 0.25),  # (offsets of another integer type)
+    ]
+    for seqs in cases:
+        back = pickle.loads(pickled(Command(Op.SEQUENCES, np.arange(len(seqs.offsets) - 1), seqs), "a command"))
+        got = back.payload
+        assert type(got) is Sequences and got.gamma == seqs.gamma
+        assert got.values.dtype == seqs.values.dtype and got.values.shape == seqs.values.shape
+        assert got.values.tolist() == seqs.values.tolist()
+        assert got.offsets.dtype == np.int64 and got.offsets.tolist() == seqs.offsets.tolist()
+        assert got.values.flags.writeable and got.offsets.flags.writeable

@@ -157,7 +157,7 @@ def check_sequences(space: spaces.Space, sequences: Any, n: int, gamma: Any) -> 
     if len(sequences) != n:
         raise ActionError(f"expected one action sequence per env ({n}), got {len(sequences)}")
     gamma = _check_gamma(gamma)
-    parts = []
+    dtypes = set()
     for j, seq in enumerate(sequences):
         if not isinstance(seq, np.ndarray):
             raise ActionError(
@@ -166,14 +166,20 @@ def check_sequences(space: spaces.Space, sequences: Any, n: int, gamma: Any) -> 
             )
         if seq.ndim != len(shape) + 1:
             raise ActionError(f"sequence {j}: expected {len(shape) + 1} axes, got shape {seq.shape}")
-        parts.append(check_batch(space, seq, len(seq), f"sequence {j}"))
+        dtypes.add(seq.dtype)
     offsets = np.zeros(n + 1, dtype=np.int64)
-    offsets[1:] = np.cumsum([len(p) for p in parts])
-    if offsets[-1]:
-        values = np.concatenate(parts).astype(space.dtype, copy=False)
-    else:
-        values = np.zeros((0, *shape), space.dtype)
-    return values, offsets, gamma
+    offsets[1:] = np.cumsum([len(seq) for seq in sequences])
+    if not offsets[-1]:
+        return np.zeros((0, *shape), space.dtype), offsets, gamma
+    values = None
+    if len(dtypes) == 1:  # all of one type: checked at once (~1.5 us a sequence otherwise), each alone if that fails
+        try:
+            values = check_batch(space, np.concatenate(sequences), int(offsets[-1]), "sequences")
+        except (ActionError, ValueError):  # (ValueError: shapes that do not concatenate)
+            values = None
+    if values is None:
+        values = np.concatenate([check_batch(space, seq, len(seq), f"sequence {j}") for j, seq in enumerate(sequences)])
+    return values.astype(space.dtype, copy=False), offsets, gamma
 
 
 def check_flat_sequences(

@@ -116,6 +116,13 @@ class Sequences(NamedTuple):
     offsets: np.ndarray
     gamma: float
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as the arrays' types, shapes and bytes (numpy's own pickling of two small arrays took ~5 us of the
+        ~8 a sequence command took to pickle)."""
+        values, offsets = self.values, self.offsets
+        return _sequences, (values.dtype.str, values.shape, values.tobytes(), offsets.astype(np.int64).tobytes(),
+                            self.gamma)
+
     def split(self, starts: Sequence[int]) -> list[Sequences]:
         """The sequences of consecutive slices of envs, ``starts`` being each slice's first env position."""
         bounds = list(starts) + [len(self.offsets) - 1]
@@ -124,6 +131,11 @@ class Sequences(NamedTuple):
             lo, hi = self.offsets[a], self.offsets[b]
             parts.append(Sequences(self.values[lo:hi], self.offsets[a : b + 1] - lo, self.gamma))
         return parts
+
+
+def _sequences(code: str, shape: tuple[int, ...], values: bytes, offsets: bytes, gamma: float) -> Sequences:
+    """:class:`Sequences` as :meth:`Sequences.__reduce__` pickled them."""
+    return Sequences(np.frombuffer(values, code).reshape(shape).copy(), np.frombuffer(offsets, np.int64).copy(), gamma)
 
 
 def env_error(env_id: int, exc: Exception, name: str | None = None, where: str = "") -> Exception:
@@ -392,53 +404,76 @@ class Engine(ABC):
         how many ran, and an empty sequence leaves its env untouched (last observation, reward 0, no step).
         """
         b = self.buffers
-        summed = [b.rewards] + [b.extras[name] for name in self.discounted_extras]
         lengths = np.diff(seqs.offsets)
         b.steps_taken[ids] = 0
         self._one_taken = None
         skipped = ids[lengths == 0]
         b.carry(skipped)
-        for array in summed:
+        for array in self._summed():
             array[skipped] = 0
         b.terminations[skipped] = False
         b.truncations[skipped] = False
-        live = lengths > 0
-        entries, stepping = self._autoreset_before(ids[live])
-        active = np.isin(ids, stepping)
+        rows = np.flatnonzero(lengths)  # the envs that step, or autoreset
+        entries, left = self._autoreset_before(ids[rows])
+        rows = rows[left]
+        if len(rows):
+            stepping = ids[rows]
+            infos = self._run_sequences(stepping, seqs.values, seqs.offsets[rows], lengths[rows], seqs.gamma)
+            entries += self._finish(stepping, infos, self._quiet)
+        return sorted(entries, key=_env_of)
+
+    def _summed(self) -> list[np.ndarray]:
+        """The per-env arrays a sequence sums with its discount: rewards and :attr:`discounted_extras`."""
+        b = self.buffers
+        return [b.rewards] + [b.extras[name] for name in self.discounted_extras]
+
+    def _run_sequences(self, ids: np.ndarray, values: np.ndarray, starts: np.ndarray, lengths: np.ndarray,
+                       gamma: float) -> list[dict]:
+        """Envs ``ids`` each run their sequence, ``values[starts[j]:starts[j] + lengths[j]]`` (at least one action),
+        stopping where its episode ends; write each env's last observation and flags, its discounted sums
+        (:meth:`_summed`) and ``steps_taken``; set :attr:`_quiet` as :meth:`_step_envs` does. Return the info of each
+        env's last step (or an empty list: none has any).
+
+        By default one :meth:`_step_envs` batch per position in the sequences, over the envs still running (an
+        engine that steps its envs one at a time can instead run each env's whole sequence in turn)."""
+        b = self.buffers
+        summed = self._summed()
         totals = [np.zeros(len(ids)) for _ in summed]
         discount = np.ones(len(ids))
-        last_info: dict[int, dict] = {}
-        for k in range(int(lengths.max(initial=0))):
+        active = np.ones(len(ids), bool)
+        infos: list[dict] = [{}] * len(ids)
+        quiet = True
+        for k in range(int(lengths.max())):
             rows = np.flatnonzero(active & (lengths > k))
             if not len(rows):
                 break
             sub = ids[rows]
-            for env_id, info in zip(sub.tolist(), self._step_envs(sub, seqs.values[seqs.offsets[rows] + k])):
-                last_info[env_id] = info
+            self._quiet = False  # (as step() leaves it for an engine that does not set it)
+            for j, info in zip(rows.tolist(), self._step_envs(sub, values[starts[rows] + k])):
+                infos[j] = info
+            quiet = quiet and self._quiet
             b.settle(sub)
             for total, array in zip(totals, summed):
                 total[rows] += discount[rows] * array[sub]
-            discount[rows] *= seqs.gamma
+            discount[rows] *= gamma
             b.steps_taken[sub] += 1
             active[rows[b.terminations[sub] | b.truncations[sub]]] = False
-        rows = np.flatnonzero(np.isin(ids, stepping))
-        stepped = ids[rows]
         for total, array in zip(totals, summed):
-            array[stepped] = total[rows]
-        if len(stepped):
-            entries += self._finish(stepped, [last_info.get(i, {}) for i in stepped.tolist()])
-        return sorted(entries, key=_env_of)
+            array[ids] = total
+        self._quiet = quiet
+        return infos if any(infos) else []
 
-    def _autoreset_before(self, ids: np.ndarray) -> tuple[InfoEntries, np.ndarray]:
+    def _autoreset_before(self, ids: np.ndarray) -> tuple[InfoEntries, np.ndarray | slice]:
         """Next-step mode: reset the envs whose episode ended last call (that is their whole step).
 
-        Returns the info entries of those resets and the ids left to step.
+        Returns the info entries of those resets and where in ``ids`` the envs left to step are (a mask, or a slice
+        of all of them).
         """
         ended = self._ended(ids)
         if ended is None:
-            return [], ids
+            return [], slice(None)
         resetting = ids[ended]
-        return self._settle_reset(resetting, self._autoreset_envs(resetting)), ids[~ended]
+        return self._settle_reset(resetting, self._autoreset_envs(resetting)), ~ended
 
     def _ended(self, ids: np.ndarray) -> np.ndarray | None:
         """Which of ``ids`` autoreset now, their episode having ended last call (next-step mode); None when none does.

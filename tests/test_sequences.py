@@ -100,3 +100,19 @@ def test_bad_sequences(seqs, gamma, match):
         envs.reset(seed=0)
         with pytest.raises(ActionError, match=match):
             envs.step(seqs, gamma=gamma)
+
+
+def test_disabled_autoreset_refuses_a_sequence_for_an_ended_env_but_not_an_empty_one(backend):
+    from fakes import CountingEnv
+
+    from shoal.errors import ResetNeededError
+
+    with shoal.make([lambda: CountingEnv(2)] + [lambda: CountingEnv(9)] * 2, autoreset_mode="disabled",
+                    **backend) as envs:
+        envs.reset()
+        envs.step([np.zeros(2, np.int64)] * 3)  # env 0 ends its episode
+        obs, rew, term, _, info = envs.step([np.zeros(0, np.int64), np.zeros(1, np.int64), np.zeros(1, np.int64)])
+        assert obs.tolist() == [2, 3, 3] and term.tolist() == [False, False, False]
+        assert info["steps_taken"].tolist() == [0, 1, 1]
+        with pytest.raises(ResetNeededError, match=r"envs \[0\] ended their episode"):
+            envs.step([np.zeros(1, np.int64)] * 3)

@@ -12,6 +12,7 @@ import warnings
 import weakref
 from collections.abc import Mapping
 from contextlib import nullcontext
+from itertools import accumulate
 from typing import Any, Iterable, Literal, Sequence, TypeVar
 
 import gymnasium
@@ -525,10 +526,11 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):  # type: ignore[misc]
     def _send_sequences(self, ids: np.ndarray, values: np.ndarray, offsets: np.ndarray, gamma: float) -> None:
         self._check_env_actions(ids, values, offsets)
         held = self._sending
-        starts = np.cumsum([0] + [len(self.groups[g]) for g in held])[:-1].tolist()
+        starts = list(accumulate((len(self.groups[g]) for g in held[:-1]), initial=0))
         parts = Sequences(values, offsets, gamma).split(starts)
         commands = {g: Command(Op.SEQUENCES, self._group_ids(g), p) for g, p in zip(held, parts)}
-        self._dispatch_step(ids, ids[np.diff(offsets) > 0], commands)
+        disabled = self.autoreset_mode is AutoresetMode.DISABLED  # (only there does _dispatch_step look at them)
+        self._dispatch_step(ids, ids[np.diff(offsets) > 0] if disabled else ids, commands)
 
     def _dispatch_step(
         self,

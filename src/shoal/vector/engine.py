@@ -407,13 +407,14 @@ class Engine(ABC):
         lengths = np.diff(seqs.offsets)
         b.steps_taken[ids] = 0
         self._one_taken = None
-        skipped = ids[lengths == 0]
-        b.carry(skipped)
-        for array in self._summed():
-            array[skipped] = 0
-        b.terminations[skipped] = False
-        b.truncations[skipped] = False
         rows = np.flatnonzero(lengths)  # the envs that step, or autoreset
+        if len(rows) < len(ids):
+            skipped = ids[lengths == 0]
+            b.carry(skipped)
+            for array in self._summed():
+                array[skipped] = 0
+            b.terminations[skipped] = False
+            b.truncations[skipped] = False
         entries, left = self._autoreset_before(ids[rows])
         rows = rows[left]
         if len(rows):

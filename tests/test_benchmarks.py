@@ -1,5 +1,5 @@
 """The benchmark scripts run: a smoke run of bench_vector.py, plain and with action sequences (a step helper that
-returned the step's results once broke every script built on workloads.best_rate)."""
+returned the step's results once broke every script built on workloads.best_rate), and of bench_workers.py."""
 
 from __future__ import annotations
 
@@ -23,3 +23,14 @@ def test_bench_vector_runs_and_compares(extra):
     assert "shoal best / peer best" in run.stdout
     summary = run.stdout.split("shoal best / peer best")[1]
     assert "cartpole" in summary and "x " in summary, run.stdout
+
+
+def test_bench_workers_runs_and_says_what_the_default_chose():
+    run = subprocess.run(
+        [sys.executable, "bench_workers.py", "--envs", "4", "--workloads", "dict", "--workers", "2", "--rounds", "1",
+         "--seconds", "0.05"],
+        cwd=BENCHMARKS, capture_output=True, text=True, timeout=240,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    line = next(line for line in run.stdout.splitlines() if line.startswith("dict x 4:"))
+    assert "default chose [" in line and "serial" in line and "mp 2" in line, run.stdout

@@ -32,17 +32,40 @@ def _play(env, seq, gamma):
 
 @pytest.mark.parametrize("gamma", [0.9, 1.0, 0.0])
 def test_sequences_match_stepping_by_hand(backend, gamma):
+    _match_stepping_by_hand(backend, gamma, calls=6, longest=4)
+
+
+def test_sequences_beyond_the_workers_shared_area_go_pickled_and_still_match(monkeypatch):
+    """A worker reads its group's action sequences from a shared area of ``SEQUENCE_ROWS`` actions per env of the
+    group; a group whose sequences do not fit gets them pickled. With 2 per env (a region of 6 actions for a group of
+    3 envs) and sequences of 0 to 4 actions, some calls take each way: every one matches the envs stepped by hand."""
+    from shoal.vector import _worker, buffers
+
+    monkeypatch.setattr(buffers, "SEQUENCE_ROWS", 2)
+    fitted = []
+
+    def put(*args):
+        fitted.append(put_sequences(*args))
+        return fitted[-1]
+
+    put_sequences = _worker.put_sequences
+    monkeypatch.setattr(_worker, "put_sequences", put)
+    _match_stepping_by_hand({"num_workers": 2, "context": "fork"}, 0.9, calls=12, longest=4)
+    assert True in fitted and False in fitted, fitted
+
+
+def _match_stepping_by_hand(options, gamma, calls, longest):
     n = 6
     fns = [functools.partial(SpaceEnv, "box_f64_2d", "discrete", max_steps=5 + i) for i in range(n)]
     rng = np.random.default_rng(5)
     refs = [SpaceEnv("box_f64_2d", "discrete", max_steps=5 + i) for i in range(n)]
     for i, ref in enumerate(refs):
         ref.reset(seed=40 + i)
-    with shoal.make(fns, **backend) as envs:
+    with shoal.make(fns, **options) as envs:
         envs.reset(seed=40)
         ended = np.zeros(n, bool)
-        for _ in range(6):
-            seqs = [rng.integers(-2, 5, size=int(rng.integers(0, 5))) for _ in range(n)]
+        for _ in range(calls):
+            seqs = [rng.integers(-2, 5, size=int(rng.integers(0, longest + 1))) for _ in range(n)]
             obs, rew, term, trunc, info = envs.step(seqs, gamma=gamma)
             for i, ref in enumerate(refs):
                 if len(seqs[i]) == 0:  # skipped: no step, reward 0, nothing ended

@@ -1,7 +1,8 @@
 """The loop each multiprocessing worker runs: one engine over its groups' rows of the shared buffers.
 
 Commands come through the worker's :class:`~shoal.vector.link.Link`: the index of one of its groups to step (the
-actions are already in shared memory), a pickled :class:`~shoal.vector.engine.Command`, or :data:`CLOSE`. One answer
+actions are already in shared memory), or to run the action sequences in shared memory (:data:`SEQUENCES`,
+:func:`put_sequences`), a pickled :class:`~shoal.vector.engine.Command`, or :data:`CLOSE`. One answer
 per command, in the order they came: nothing (the results are in shared memory) or a pickled ``(ok, value)`` pair
 carrying infos, call results or an error (in the answer slot's mailbox when it is small, else on the pipe). So a
 step whose infos are empty makes no pickle, and one whose pickled answer fits a mailbox no system call.
@@ -29,7 +30,7 @@ from shoal.errors import EnvError, EnvOutputError, ShoalError
 from shoal.vector.buffers import Buffers, BufferSpec
 from shoal.vector._counters import Counters
 from shoal.vector.channel import Channel
-from shoal.vector.engine import LooseObs, run_of
+from shoal.vector.engine import Command, LooseObs, Op, Sequences, run_of
 from shoal.vector.info_table import InfoTable
 from shoal.vector.infos import Entry, Finals
 from shoal.vector.heap import retain_freed_memory
@@ -44,6 +45,9 @@ flagged in the buffers' ``ended``, their final observations in ``final_obs`` (:f
 TABLE = 2
 """An answer's code (nothing on the pipe): the group's answer is its envs' infos, in the buffers' info table
 (:mod:`shoal.vector.info_table`)."""
+SEQUENCES = 1
+"""A command's kind (nothing on the pipe): run the group's action sequences in the buffers' sequence area
+(:func:`put_sequences`). A worker of ``n`` groups is posted ``kind * n + group`` (a step, kind 0: the group alone)."""
 _ORPHAN_POLL_S = 1.0  # how often a sleeping worker checks that its parent is still alive
 log = logging.getLogger(__name__)
 host_index: int | None = None
@@ -153,6 +157,35 @@ def _entry_parts(entries: list[Entry]) -> list[tuple[int, str, Any]]:
         else:
             parts.append((entry[0], "info", entry[1]))
     return parts
+
+
+def put_sequences(buffers: Buffers, ids: range, sequences: Sequences) -> bool:
+    """In the parent: write the action sequences of a group (envs ``ids``) into its region of the buffers' sequence
+    area, for its worker to read (:func:`sequences_in`; a group in flight reads only its own region, so an
+    asynchronous batch's sequences never overwrite another's). False where they do not fit: no area, more actions
+    than the region holds, or actions of another dtype or shape (a subclass's check); they go pickled then."""
+    area, values, rows = buffers.sequence_actions, sequences.values, buffers.spec.sequence_rows
+    if area is None or len(values) > rows * len(ids):
+        return False
+    if values.dtype != area.dtype or values.shape[1:] != area.shape[1:]:
+        return False
+    start = ids.start * rows
+    area[start : start + len(values)] = values
+    buffers.sequence_lengths[ids.start : ids.stop] = np.diff(sequences.offsets)  # type: ignore[index]
+    buffers.sequence_gamma[ids.start] = sequences.gamma  # type: ignore[index]
+    return True
+
+
+def sequences_in(buffers: Buffers, ids: np.ndarray) -> Sequences:
+    """In a worker: the action sequences :func:`put_sequences` wrote for the group of envs ``ids`` (consecutive),
+    their actions a view of the area (as a step's actions are of the buffers')."""
+    first = int(ids[0])
+    lengths = buffers.sequence_lengths[first : first + len(ids)]  # type: ignore[index]
+    offsets = np.zeros(len(ids) + 1, np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    start = first * buffers.spec.sequence_rows
+    values = buffers.sequence_actions[start : start + int(offsets[-1])]  # type: ignore[index]
+    return Sequences(values, offsets, float(buffers.sequence_gamma[first]))  # type: ignore[index]
 
 
 def park_finals(value: Any, buffers: Buffers, ids: np.ndarray | None) -> tuple[Any, int]:
@@ -292,7 +325,7 @@ def run(
                 return
             try:
                 code = 0
-                if isinstance(command, int):
+                if isinstance(command, int) and command < len(group_ids):
                     group = group_ids[command]
                     value = engine.run_step(group)
                     if parking:
@@ -300,12 +333,16 @@ def run(
                     if table is not None and not code and type(value) is list and value and table.put(value, group):
                         value, code = None, TABLE
                     answer = reply(value, group)
-                else:
-                    command = pickle.loads(command)
-                    value = engine.execute(command)
+                else:  # a pickled command, or action sequences in shared memory: answered alike
+                    if isinstance(command, int):
+                        group = group_ids[command - SEQUENCES * len(group_ids)]
+                        order = Command(Op.SEQUENCES, group, sequences_in(buffers, group))
+                    else:
+                        order = pickle.loads(command)
+                    value = engine.execute(order)
                     if parking:
                         value, _ = park_finals(value, buffers, None)
-                    answer = reply(value, command.ids)
+                    answer = reply(value, order.ids)
             except BaseException as exc:
                 answer = error_reply(exc)
             link.answer(answer, code)

@@ -14,7 +14,11 @@ observations reach a tensor with no copy beyond the one into this buffer, and a 
 With ``finals`` (same-step autoreset with worker processes), ``final_obs`` holds the final observations of the envs
 whose episode ended in their last step, and ``ended`` which envs those are: a worker leaves them there instead of
 pickling them (:func:`shoal.vector._worker.park_finals`). With ``info_table`` (worker processes hosting Gymnasium
-envs), ``info_words`` and ``info_schemas`` carry a step's numeric infos (:mod:`shoal.vector.info_table`).
+envs), ``info_words`` and ``info_schemas`` carry a step's numeric infos (:mod:`shoal.vector.info_table`). With
+``sequence_rows`` (worker processes, an action space of one array per env), ``sequence_actions`` holds that many
+actions per env, where a worker reads the action sequences of a group (its region: ``sequence_rows`` rows per env of
+it, from its first env's), with ``sequence_lengths`` and ``sequence_gamma`` (read at each group's first env), instead
+of a pickled command (:func:`shoal.vector._worker.put_sequences`).
 """
 
 from __future__ import annotations
@@ -30,7 +34,20 @@ from shoal.vector.info_table import SCHEMA_BYTES, SLOTS
 OBS_SLOTS = 3
 """Observation slots in every vector env's buffers: the numpy path's, and two to hand out as tensors."""
 
+SEQUENCE_ROWS = 64
+"""The most actions per env the shared sequence area holds (longer sequences go pickled)."""
+SEQUENCE_BYTES = 4 << 20
+"""The most memory the sequence area takes: with many envs it holds fewer actions per env (none where not one
+fits)."""
 _ALIGN = 64  # cache-line alignment for every array, so workers writing neighbouring arrays do not share lines
+
+
+def sequence_rows(num_envs: int, action: Layout) -> int:
+    """How many actions per env a sequence area for ``num_envs`` envs of actions ``action`` holds: at most
+    :data:`SEQUENCE_ROWS`, within :data:`SEQUENCE_BYTES`; 0 where an action is not one array (a Dict, loose leaves)."""
+    if action.structured or action.loose:
+        return 0
+    return min(SEQUENCE_ROWS, SEQUENCE_BYTES // max(1, num_envs * action.nbytes))
 
 
 def _aligned(offset: int) -> int:
@@ -49,6 +66,8 @@ class BufferSpec:
     """Lay out ``final_obs`` and ``ended`` too (see the module docstring)."""
     info_table: bool = False
     """Lay out ``info_words`` and ``info_schemas`` too (see the module docstring)."""
+    sequence_rows: int = 0
+    """Actions per env in ``sequence_actions``; 0: no sequence area (see the module docstring)."""
 
     def _arrays(self) -> list[tuple[str, Any]]:
         fixed: list[tuple[str, Any]] = [
@@ -68,6 +87,9 @@ class BufferSpec:
         if self.info_table:
             fixed += [("info_words", (np.dtype(np.uint64), (SLOTS,))),
                       ("info_schemas", (np.dtype(np.uint8), (SCHEMA_BYTES,)))]
+        if self.sequence_rows:
+            fixed += [("sequence_actions", self.action), ("sequence_lengths", (np.dtype(np.int64), ())),
+                      ("sequence_gamma", (np.dtype(np.float64), ()))]
         return fixed + [(name, (np.dtype(dt), tuple(shape))) for name, (dt, shape) in self.extras.items()]
 
     @property
@@ -78,7 +100,8 @@ class BufferSpec:
         return _aligned(offset)
 
     def _rows(self, name: str) -> int:
-        return {"obs": self.num_envs * OBS_SLOTS, "slots_on": 1}.get(name, self.num_envs)
+        rows = {"obs": self.num_envs * OBS_SLOTS, "slots_on": 1, "sequence_actions": self.num_envs * self.sequence_rows}
+        return rows.get(name, self.num_envs)
 
     def _size(self, name: str, kind: Any) -> int:
         if isinstance(kind, Layout):
@@ -126,6 +149,9 @@ class Buffers:
     ended: np.ndarray | None = None  # one flag per env, with ``spec.finals``
     info_words: np.ndarray | None = None  # SLOTS words per env, with ``spec.info_table``
     info_schemas: np.ndarray | None = None  # SCHEMA_BYTES per env, with ``spec.info_table``
+    sequence_actions: np.ndarray | None = None  # ``spec.sequence_rows`` actions per env
+    sequence_lengths: np.ndarray | None = None  # one length per env, with ``sequence_actions``
+    sequence_gamma: np.ndarray | None = None  # one discount per env (a group's first env's counts), likewise
 
     def slot(self, k: int) -> np.ndarray:
         """Observation slot ``k``: ``num_envs`` rows."""

@@ -8,6 +8,7 @@ step without costing the hot path more than a few microseconds.
 from __future__ import annotations
 
 from functools import singledispatch
+from itertools import accumulate
 from typing import Any
 
 import numpy as np
@@ -167,8 +168,7 @@ def check_sequences(space: spaces.Space, sequences: Any, n: int, gamma: Any) -> 
         if seq.ndim != len(shape) + 1:
             raise ActionError(f"sequence {j}: expected {len(shape) + 1} axes, got shape {seq.shape}")
         dtypes.add(seq.dtype)
-    offsets = np.zeros(n + 1, dtype=np.int64)
-    offsets[1:] = np.cumsum([len(seq) for seq in sequences])
+    offsets = np.fromiter(accumulate(map(len, sequences), initial=0), np.int64, n + 1)  # (~1 us; np.cumsum ~3)
     if not offsets[-1]:
         return np.zeros((0, *shape), space.dtype), offsets, gamma
     values = None

@@ -405,21 +405,23 @@ class Engine(ABC):
         """
         b = self.buffers
         lengths = np.diff(seqs.offsets)
-        b.steps_taken[ids] = 0
+        stepping, starts = ids, seqs.offsets[:-1]  # the envs that step, or autoreset, and where their actions start
+        b.steps_taken[self._run(ids)] = 0
         self._one_taken = None
-        rows = np.flatnonzero(lengths)  # the envs that step, or autoreset
-        if len(rows) < len(ids):
+        if np.count_nonzero(lengths) < len(ids):
             skipped = ids[lengths == 0]
             b.carry(skipped)
             for array in self._summed():
                 array[skipped] = 0
             b.terminations[skipped] = False
             b.truncations[skipped] = False
-        entries, left = self._autoreset_before(ids[rows])
-        rows = rows[left]
-        if len(rows):
-            stepping = ids[rows]
-            infos = self._run_sequences(stepping, seqs.values, seqs.offsets[rows], lengths[rows], seqs.gamma)
+            rows = np.flatnonzero(lengths)
+            stepping, starts, lengths = ids[rows], starts[rows], lengths[rows]
+        entries, left = self._autoreset_before(stepping)
+        if type(left) is not slice:  # (a slice: none autoreset, all of them step)
+            stepping, starts, lengths = stepping[left], starts[left], lengths[left]
+        if len(stepping):
+            infos = self._run_sequences(stepping, seqs.values, starts, lengths, seqs.gamma)
             entries += self._finish(stepping, infos, self._quiet)
         return sorted(entries, key=_env_of)
 

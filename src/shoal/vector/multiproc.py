@@ -47,7 +47,7 @@ from gymnasium.vector import AutoresetMode
 
 from shoal.errors import ConfigError, EnvError, WorkerDiedError
 from shoal.vector import _worker
-from shoal.vector.buffers import BufferSpec
+from shoal.vector.buffers import BufferSpec, sequence_rows
 from shoal.vector.info_table import InfoTable
 from shoal.vector._counters import Counters
 from shoal.vector.channel import Channel, Poller
@@ -64,7 +64,7 @@ from shoal.vector.link import (
     mailbox_bytes,
     wait,
 )
-from shoal.vector.engine import Command, Engine
+from shoal.vector.engine import Command, Engine, Op
 from shoal.vector.cpus import usable_cores
 from shoal.vector.transport import EngineFactory, Transport, answer_of, messages, pickled, raise_first, timed_out
 
@@ -147,10 +147,12 @@ class MultiprocessingTransport(Transport):
                 f"default) or one of {mp.get_all_start_methods()}"
             )
         ctx: Any = mp.get_context(context)  # (typeshed's BaseContext lacks Process)
-        # same-step final observations wait in shared memory (_worker.park_finals), unless they have loose leaves
-        # and numeric infos of Gymnasium envs in an info table (shoal.vector.info_table)
+        # same-step final observations wait in shared memory (_worker.park_finals), unless they have loose leaves,
+        # numeric infos of Gymnasium envs in an info table (shoal.vector.info_table), and action sequences in an area
+        # of their own (_worker.put_sequences)
         spec = replace(spec, finals=autoreset_mode is AutoresetMode.SAME_STEP and not spec.obs.loose,
-                       info_table=getattr(factory, "infos_per_env", False))
+                       info_table=getattr(factory, "infos_per_env", False),
+                       sequence_rows=sequence_rows(spec.num_envs, spec.action))
         self.memory = ctx.RawArray("b", max(spec.nbytes, 1))  # (a Ray node lets a vector env on its machine map it)
         self.buffers = spec.view(self.memory)
         self._table = InfoTable.of(self.buffers)
@@ -215,8 +217,15 @@ class MultiprocessingTransport(Transport):
 
     def dispatch(self, commands: dict[int, Command]) -> None:
         remote = {g: c for g, c in commands.items() if not (self._inline and g == 0)}
+        # action sequences go through the buffers where they fit (no pickle either way), the rest pickled
+        shared = [g for g, c in remote.items()
+                  if c.op is Op.SEQUENCES and _worker.put_sequences(self.buffers, self.groups[g], c.payload)]
+        for group in shared:
+            del remote[group]
         for group, message in messages(remote).items():
             self._send(group, message)
+        for group in shared:
+            self._send(group, None, _worker.SEQUENCES)
         if self._inline and 0 in commands:  # step our own share while the workers step theirs
             assert self._engine is not None  # made with the workers
             self._answers[0] = answer_of(self._engine.execute, commands[0])
@@ -339,13 +348,14 @@ class MultiprocessingTransport(Transport):
                     owing.append(host)
         return tuple(owing)
 
-    def _send(self, group: int, message: bytes | None) -> None:
-        """Post a pickled command to ``group``'s host, or (``message`` None) a step of it."""
+    def _send(self, group: int, message: bytes | None, kind: int = 0) -> None:
+        """Post a pickled command to ``group``'s host, or (``message`` None) a command of ``kind``: a step of it (0),
+        or its action sequences in the buffers (:data:`_worker.SEQUENCES`)."""
         host = self.host_of[group]
         self._queued[host].append(group)  # before the post, as in step()
         try:
             if message is None:
-                self._links[host].post(self._local[group])
+                self._links[host].post(kind * len(self.hosts[host]) + self._local[group])
             else:
                 self._links[host].post(ON_PIPE, message)
         except (BrokenPipeError, ConnectionResetError, EOFError):

@@ -190,3 +190,30 @@ def test_serial_steps_and_resets_envs_in_gymnasiums_order(mode):
             assert_same(out, theirs.step(actions), f"step {t}")
             ended += int(out[2].sum())
     assert ended >= 8  # episodes ended at different steps in different envs
+
+
+def test_a_workers_reset_without_seeds_or_options_goes_through_shared_memory_and_matches(monkeypatch):
+    """A worker's partial reset with neither seeds nor options is posted like a step, which envs in the buffers
+    (``_worker.shared_kind``: no message); one with seeds or options goes pickled. Each resets the envs the mask names
+    as the serial backend does."""
+    from shoal.vector import _worker
+
+    kinds = []
+    shared_kind = _worker.shared_kind
+    monkeypatch.setattr(_worker, "shared_kind", lambda *args: kinds.append(shared_kind(*args)) or kinds[-1])
+    with (shoal.make("CartPole-v1", 4, num_workers=2, context="fork") as envs,
+          shoal.make("CartPole-v1", 4, backend="serial") as ref):
+        for e in (envs, ref):
+            e.reset(seed=3)
+        for mask, seed, options, kind in [
+            ([False, False, True, True], None, {}, _worker.RESET),  # the worker's group: envs 2 and 3
+            ([True, False, False, True], None, {}, _worker.RESET),  # (env 2's flag from before must be cleared)
+            ([False, False, False, True], [None, None, None, 8], {}, 0),
+            ([False, False, True, True], None, {"low": -0.01, "high": 0.01}, 0),
+        ]:
+            kinds.clear()
+            options = {"reset_mask": np.array(mask), **options}
+            got, _ = envs.reset(seed=seed, options=options)
+            want, _ = ref.reset(seed=seed, options=options)
+            assert_same(got, want)
+            assert kinds == [kind], (mask, seed, options, kinds)

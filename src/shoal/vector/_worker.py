@@ -1,8 +1,9 @@
 """The loop each multiprocessing worker runs: one engine over its groups' rows of the shared buffers.
 
 Commands come through the worker's :class:`~shoal.vector.link.Link`: the index of one of its groups to step (the
-actions are already in shared memory), or to run the action sequences in shared memory (:data:`SEQUENCES`,
-:func:`put_sequences`), a pickled :class:`~shoal.vector.engine.Command`, or :data:`CLOSE`. One answer
+actions are already in shared memory), or to run a command whose payload the parent left in shared memory (action
+sequences, a reset with neither seeds nor options: :func:`shared_kind`), a pickled
+:class:`~shoal.vector.engine.Command`, or :data:`CLOSE`. One answer
 per command, in the order they came: nothing (the results are in shared memory) or a pickled ``(ok, value)`` pair
 carrying infos, call results or an error (in the answer slot's mailbox when it is small, else on the pipe). So a
 step whose infos are empty makes no pickle, and one whose pickled answer fits a mailbox no system call.
@@ -45,9 +46,10 @@ flagged in the buffers' ``ended``, their final observations in ``final_obs`` (:f
 TABLE = 2
 """An answer's code (nothing on the pipe): the group's answer is its envs' infos, in the buffers' info table
 (:mod:`shoal.vector.info_table`)."""
-SEQUENCES = 1
-"""A command's kind (nothing on the pipe): run the group's action sequences in the buffers' sequence area
-(:func:`put_sequences`). A worker of ``n`` groups is posted ``kind * n + group`` (a step, kind 0: the group alone)."""
+SEQUENCES, RESET = 1, 2
+"""Kinds of command posted without a message (:func:`shared_kind`; a worker of ``n`` groups is posted ``kind * n +
+group``, a step, kind 0, the group alone): run the group's action sequences in the buffers' sequence area; reset, with
+neither seed nor options, the envs of the group flagged in the buffers' ``resetting``."""
 _ORPHAN_POLL_S = 1.0  # how often a sleeping worker checks that its parent is still alive
 log = logging.getLogger(__name__)
 host_index: int | None = None
@@ -157,6 +159,30 @@ def _entry_parts(entries: list[Entry]) -> list[tuple[int, str, Any]]:
         else:
             parts.append((entry[0], "info", entry[1]))
     return parts
+
+
+def shared_kind(buffers: Buffers, ids: range, command: Command) -> int:
+    """In the parent: write what ``command`` for the group of envs ``ids`` carries into the buffers, where its worker
+    reads it (:func:`shared_command`), and return the kind of command to post (:data:`SEQUENCES`, :data:`RESET`); 0
+    where it does not go that way (other ops, sequences that do not fit, a reset with seeds or options): pickled."""
+    if command.op is Op.SEQUENCES:
+        return SEQUENCES if put_sequences(buffers, ids, command.payload) else 0
+    if command.op is Op.RESET and buffers.resetting is not None:
+        seeds, options = command.payload
+        if options is None and seeds.count(None) == len(seeds):
+            flags = buffers.resetting[ids.start : ids.stop]
+            flags[:] = False
+            flags[command.ids - ids.start] = True
+            return RESET
+    return 0
+
+
+def shared_command(buffers: Buffers, kind: int, group: np.ndarray) -> Command:
+    """In a worker: the command of ``kind`` that :func:`shared_kind` left in the buffers for ``group`` (its env ids)."""
+    if kind == SEQUENCES:
+        return Command(Op.SEQUENCES, group, sequences_in(buffers, group))
+    ids = group[buffers.resetting[int(group[0]) : int(group[-1]) + 1]]  # type: ignore[index]
+    return Command(Op.RESET, ids, ([None] * len(ids), None))
 
 
 def put_sequences(buffers: Buffers, ids: range, sequences: Sequences) -> bool:
@@ -333,10 +359,10 @@ def run(
                     if table is not None and not code and type(value) is list and value and table.put(value, group):
                         value, code = None, TABLE
                     answer = reply(value, group)
-                else:  # a pickled command, or action sequences in shared memory: answered alike
+                else:  # a command in shared memory, or pickled: answered alike
                     if isinstance(command, int):
-                        group = group_ids[command - SEQUENCES * len(group_ids)]
-                        order = Command(Op.SEQUENCES, group, sequences_in(buffers, group))
+                        kind, local = divmod(command, len(group_ids))
+                        order = shared_command(buffers, kind, group_ids[local])
                     else:
                         order = pickle.loads(command)
                     value = engine.execute(order)

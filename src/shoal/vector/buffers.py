@@ -18,7 +18,9 @@ envs), ``info_words`` and ``info_schemas`` carry a step's numeric infos (:mod:`s
 ``sequence_rows`` (worker processes, an action space of one array per env), ``sequence_actions`` holds that many
 actions per env, where a worker reads the action sequences of a group (its region: ``sequence_rows`` rows per env of
 it, from its first env's), with ``sequence_lengths`` and ``sequence_gamma`` (read at each group's first env), instead
-of a pickled command (:func:`shoal.vector._worker.put_sequences`).
+of a pickled command (:func:`shoal.vector._worker.put_sequences`). With ``reset_flags`` (worker processes),
+``resetting`` says which envs of a group a reset with neither seeds nor options resets, likewise
+(:func:`shoal.vector._worker.shared_kind`).
 """
 
 from __future__ import annotations
@@ -68,6 +70,8 @@ class BufferSpec:
     """Lay out ``info_words`` and ``info_schemas`` too (see the module docstring)."""
     sequence_rows: int = 0
     """Actions per env in ``sequence_actions``; 0: no sequence area (see the module docstring)."""
+    reset_flags: bool = False
+    """Lay out ``resetting`` too (see the module docstring)."""
 
     def _arrays(self) -> list[tuple[str, Any]]:
         fixed: list[tuple[str, Any]] = [
@@ -90,6 +94,8 @@ class BufferSpec:
         if self.sequence_rows:
             fixed += [("sequence_actions", self.action), ("sequence_lengths", (np.dtype(np.int64), ())),
                       ("sequence_gamma", (np.dtype(np.float64), ()))]
+        if self.reset_flags:
+            fixed.append(("resetting", (np.dtype(np.bool_), ())))
         return fixed + [(name, (np.dtype(dt), tuple(shape))) for name, (dt, shape) in self.extras.items()]
 
     @property
@@ -152,6 +158,7 @@ class Buffers:
     sequence_actions: np.ndarray | None = None  # ``spec.sequence_rows`` actions per env
     sequence_lengths: np.ndarray | None = None  # one length per env, with ``sequence_actions``
     sequence_gamma: np.ndarray | None = None  # one discount per env (a group's first env's counts), likewise
+    resetting: np.ndarray | None = None  # one flag per env, with ``spec.reset_flags``
 
     def slot(self, k: int) -> np.ndarray:
         """Observation slot ``k``: ``num_envs`` rows."""

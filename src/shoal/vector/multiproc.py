@@ -64,7 +64,7 @@ from shoal.vector.link import (
     mailbox_bytes,
     wait,
 )
-from shoal.vector.engine import Command, Engine, Op
+from shoal.vector.engine import Command, Engine
 from shoal.vector.cpus import usable_cores
 from shoal.vector.transport import EngineFactory, Transport, answer_of, messages, pickled, raise_first, timed_out
 
@@ -148,11 +148,11 @@ class MultiprocessingTransport(Transport):
             )
         ctx: Any = mp.get_context(context)  # (typeshed's BaseContext lacks Process)
         # same-step final observations wait in shared memory (_worker.park_finals), unless they have loose leaves,
-        # numeric infos of Gymnasium envs in an info table (shoal.vector.info_table), and action sequences in an area
-        # of their own (_worker.put_sequences)
+        # numeric infos of Gymnasium envs in an info table (shoal.vector.info_table), and action sequences and
+        # which envs to reset in areas of their own (_worker.shared_kind)
         spec = replace(spec, finals=autoreset_mode is AutoresetMode.SAME_STEP and not spec.obs.loose,
                        info_table=getattr(factory, "infos_per_env", False),
-                       sequence_rows=sequence_rows(spec.num_envs, spec.action))
+                       sequence_rows=sequence_rows(spec.num_envs, spec.action), reset_flags=True)
         self.memory = ctx.RawArray("b", max(spec.nbytes, 1))  # (a Ray node lets a vector env on its machine map it)
         self.buffers = spec.view(self.memory)
         self._table = InfoTable.of(self.buffers)
@@ -217,15 +217,15 @@ class MultiprocessingTransport(Transport):
 
     def dispatch(self, commands: dict[int, Command]) -> None:
         remote = {g: c for g, c in commands.items() if not (self._inline and g == 0)}
-        # action sequences go through the buffers where they fit (no pickle either way), the rest pickled
-        shared = [g for g, c in remote.items()
-                  if c.op is Op.SEQUENCES and _worker.put_sequences(self.buffers, self.groups[g], c.payload)]
-        for group in shared:
+        # action sequences that fit their area and resets without seeds or options go through the buffers (no
+        # pickle either way), the rest pickled
+        kinds = {g: kind for g, c in remote.items() if (kind := _worker.shared_kind(self.buffers, self.groups[g], c))}
+        for group in kinds:
             del remote[group]
         for group, message in messages(remote).items():
             self._send(group, message)
-        for group in shared:
-            self._send(group, None, _worker.SEQUENCES)
+        for group, kind in kinds.items():
+            self._send(group, None, kind)
         if self._inline and 0 in commands:  # step our own share while the workers step theirs
             assert self._engine is not None  # made with the workers
             self._answers[0] = answer_of(self._engine.execute, commands[0])
@@ -350,7 +350,7 @@ class MultiprocessingTransport(Transport):
 
     def _send(self, group: int, message: bytes | None, kind: int = 0) -> None:
         """Post a pickled command to ``group``'s host, or (``message`` None) a command of ``kind``: a step of it (0),
-        or its action sequences in the buffers (:data:`_worker.SEQUENCES`)."""
+        or one whose payload is in the buffers (:func:`_worker.shared_kind`)."""
         host = self.host_of[group]
         self._queued[host].append(group)  # before the post, as in step()
         try:

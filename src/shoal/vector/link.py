@@ -4,10 +4,11 @@ for payloads.
 Per host (worker process), in one :class:`~shoal.vector._counters.Counters` block shared by all processes:
 ``posted`` (commands the parent posted), ``done`` (commands the worker answered), ``asleep`` (the worker sleeps
 while this is non-zero: until ``posted`` reaches it), one command slot per group it hosts (which of its groups to
-step; :data:`ON_PIPE`: the command is a pickled message on the pipe; :data:`IN_MAILBOX` or below: a message of
-``IN_MAILBOX - code`` bytes in the slot's mailbox) and one answer slot per group (:data:`ON_PIPE` and
-:data:`IN_MAILBOX` alike; 0: nothing to report, the results are in shared memory; a positive code: what the
-worker's loop says it means).
+step, or a command of another kind for one of them whose payload is in shared memory: see
+:func:`shoal.vector._worker.shared_kind`; :data:`ON_PIPE`: the command is a pickled message on the pipe;
+:data:`IN_MAILBOX` or below: a message of ``IN_MAILBOX - code`` bytes in the slot's mailbox) and one answer slot
+per group (:data:`ON_PIPE` and :data:`IN_MAILBOX` alike; 0: nothing to report, the results are in shared memory; a
+positive code: what the worker's loop says it means).
 Shared by all hosts: ``events`` (every answer bumps it) and ``parent_asleep`` (the parent sleeps until ``events``
 reaches it). A host never has more commands in flight than groups, so the slots form a ring that is never overrun.
 
@@ -250,7 +251,8 @@ class Link:
                     spin, timeout)
 
     def take_command(self) -> int | bytes:
-        """The next command (call :meth:`wait_command` first): the group to step, or a pickled message."""
+        """The next command (call :meth:`wait_command` first): the group to step (or a command of another kind for it:
+        :func:`shoal.vector._worker.shared_kind`), or a pickled message."""
         slot = self.taken % self.ring
         group = self.counters.load(self._commands + slot)
         self.taken += 1

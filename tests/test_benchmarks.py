@@ -1,5 +1,6 @@
 """The benchmark scripts run: a smoke run of bench_vector.py, plain and with action sequences (a step helper that
-returned the step's results once broke every script built on workloads.best_rate), and of bench_workers.py."""
+returned the step's results once broke every script built on workloads.best_rate), of bench_workers.py and
+bench_hosted.py."""
 
 from __future__ import annotations
 
@@ -34,3 +35,13 @@ def test_bench_workers_runs_and_says_what_the_default_chose():
     assert run.returncode == 0, run.stderr[-3000:]
     line = next(line for line in run.stdout.splitlines() if line.startswith("dict x 4:"))
     assert "default chose [" in line and "serial" in line and "mp 2" in line, run.stdout
+
+
+def test_bench_hosted_runs_and_compares():
+    run = subprocess.run(
+        [sys.executable, "bench_hosted.py", "--rows", "64", "--units", "2", "--rounds", "1", "--seconds", "0.05"],
+        cwd=BENCHMARKS, capture_output=True, text=True, timeout=240,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    summary = run.stdout.split("shoal's best / one CartPoleVectorEnv")[1]
+    assert "x  (shoal" in summary, run.stdout

@@ -7,14 +7,16 @@ from typing import Any, Callable, Sequence
 
 import gymnasium
 from gymnasium import Env, Space
-from gymnasium.vector import AutoresetMode
+from gymnasium.vector import AutoresetMode, VectorEnv as GymVectorEnv
 from gymnasium.vector.utils import batch_differing_spaces
 
 from shoal.batch import BatchEngineFactory, BatchEnv, batch_class_of, check_spaces
 from shoal.errors import ConfigError
 from shoal.multiagent.engine import is_pettingzoo
 from shoal.vector.base import Backend, VectorEnv
+from shoal.vector.checks import parse_autoreset_mode
 from shoal.vector.gym_engine import GymEngineFactory, refuse_foreign
+from shoal.vector.hosted import HostedEngineFactory, check_hostable
 from shoal.vector.load import env_share_cost, native_share_cost
 
 EnvLike = str | Callable[[], Env] | Sequence[Callable[[], Env]]
@@ -112,7 +114,9 @@ def make(
 
     A batch-native env (:mod:`shoal.batch`: a registered id such as ``"shoal/Squared-v0"``, a ``BatchEnv``
     subclass, or a ``functools.partial`` of one; ``**env_kwargs`` go to its constructor) is hosted as one object per
-    worker stepping its share of the envs in one call.
+    worker stepping its share of the envs in one call. A callable returning a Gymnasium ``VectorEnv`` of ``m``
+    sub-envs makes ``num_envs`` of them, ``num_envs * m`` rows, each stepped in one call in its worker
+    (:mod:`shoal.vector.hosted`), in its own autoreset mode.
 
     Example:
         >>> import shoal
@@ -169,6 +173,28 @@ def build_batch(cls: type[BatchEnv], kwargs: dict[str, Any], num_envs: int | Non
     )
 
 
+def build_hosted(
+    env_fns: list[Callable[[], Any]], probe: GymVectorEnv, *, observation_mode: Any, **options: Any
+) -> VectorEnv:
+    """The vector env of :func:`make` over constructors of Gymnasium vector envs (:mod:`shoal.vector.hosted`):
+    ``len(env_fns)`` of them, of ``probe.num_envs`` rows each."""
+    if observation_mode != "same":
+        raise ConfigError("observation_mode applies to lists of Gymnasium envs, not to Gymnasium vector envs")
+    check_hostable(probe, parse_autoreset_mode(options.get("autoreset_mode", AutoresetMode.NEXT_STEP)))
+    m = probe.num_envs
+    single_obs, single_act = probe.single_observation_space, probe.single_action_space
+    return VectorEnv(
+        HostedEngineFactory(env_fns, m, single_obs, single_act),
+        num_envs=len(env_fns) * m,
+        single_observation_space=single_obs,
+        single_action_space=single_act,
+        metadata=dict(getattr(probe, "metadata", None) or {}),
+        render_mode=getattr(probe, "render_mode", None),
+        rows_per_env=m,
+        **options,
+    )
+
+
 def build(
     env_fns: list[Callable[[], Env]],
     caller: str,
@@ -186,6 +212,8 @@ def build(
             from shoal.multiagent import build as build_multiagent
 
             return build_multiagent(env_fns, probe, observation_mode=observation_mode, batch_size=batch_size, **options)
+        if isinstance(probe, GymVectorEnv):
+            return build_hosted(env_fns, probe, observation_mode=observation_mode, batch_size=batch_size, **options)
         refuse_foreign(probe)
         single_obs, single_act = probe.observation_space, probe.action_space
         metadata, render_mode = dict(probe.metadata), probe.render_mode

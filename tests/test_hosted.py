@@ -1,0 +1,218 @@
+"""Gymnasium's own vector envs hosted by shoal (shoal.vector.hosted): each a unit of rows, stepped in one call.
+
+The reference is Gymnasium stepped by hand: the same vector envs side by side (Gymnasium's batch-native
+CartPoleVectorEnv), or one SyncVectorEnv of all the sub-envs (SyncVectorEnvs of m sub-envs as the units)."""
+
+from __future__ import annotations
+
+import functools
+import re
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.envs.classic_control.cartpole import CartPoleVectorEnv
+from gymnasium.vector import AutoresetMode
+
+import shoal
+from shoal.errors import ConfigError, EnvError, EnvOutputError, ResetNeededError
+from shoal.vector.hosted import unbatch_info
+
+from fakes import SpaceEnv
+from helpers import assert_same
+
+BACKENDS = [{"backend": "serial"}, {"num_workers": 2}]
+
+
+def test_cartpole_vector_envs_step_as_each_stepped_by_hand(backend):
+    m, n = 16, 4
+    refs = [CartPoleVectorEnv(num_envs=m, max_episode_steps=30) for _ in range(n)]
+    with shoal.make(functools.partial(CartPoleVectorEnv, num_envs=m, max_episode_steps=30), n, **backend) as envs:
+        assert envs.num_envs == n * m and envs.single_observation_space == refs[0].single_observation_space
+        obs, info = envs.reset(seed=3)
+        assert info == {}
+        np.testing.assert_array_equal(obs, np.concatenate([r.reset(seed=3 + k * m)[0] for k, r in enumerate(refs)]))
+        rng = np.random.default_rng(0)
+        ended = 0
+        for t in range(120):
+            actions = rng.integers(0, 2, n * m)
+            got = envs.step(actions)
+            outs = [r.step(actions[k * m:(k + 1) * m]) for k, r in enumerate(refs)]
+            for i in range(4):  # (rewards as shoal's are, float64: CartPoleVectorEnv's are float32)
+                want = np.concatenate([o[i] for o in outs])
+                assert_same(got[i], want.astype(np.float64) if i == 1 else want, f"step {t} output {i}")
+            ended += int(np.count_nonzero(got[2] | got[3]))
+        assert ended > n * m  # episodes ended (truncated at 30 steps at the latest) and restarted inside the units
+
+
+def _sync(m, mode):
+    return gym.vector.SyncVectorEnv([functools.partial(SpaceEnv, "dict")] * m, autoreset_mode=mode)
+
+
+@pytest.mark.parametrize("mode", list(AutoresetMode))
+@pytest.mark.parametrize("config", BACKENDS, ids=["serial", "mp-inline"])
+def test_units_of_sync_vector_envs_step_as_one_sync_vector_env_of_them_all(mode, config):
+    """Three SyncVectorEnvs of 4 sub-envs hosted: every output, infos and same-step final observations included,
+    equals one SyncVectorEnv of the 12 sub-envs, seeded alike; with autoreset disabled, partial resets of some rows
+    of a unit go to it as Gymnasium's reset_mask."""
+    m, n = 4, 3
+    ref = _sync(m * n, mode)
+    with shoal.make(functools.partial(_sync, m, mode), n, autoreset_mode=mode, **config) as envs:
+        assert_same(envs.reset(seed=5), ref.reset(seed=5))
+        rng = np.random.default_rng(1)
+        for t in range(60):
+            actions = rng.integers(-2, 5, n * m)
+            got, want = envs.step(actions), ref.step(actions)
+            assert_same(got, want, f"step {t}")
+            ended = got[2] | got[3]
+            if mode is AutoresetMode.DISABLED and ended.any():
+                assert_same(envs.reset(options={"reset_mask": ended}), ref.reset(options={"reset_mask": ended}))
+    ref.close()
+
+
+def test_asynchronous_batches_are_whole_units_each_as_stepped_by_hand():
+    m, n = 8, 4
+    fn = functools.partial(CartPoleVectorEnv, num_envs=m, max_episode_steps=15)
+    refs = [fn() for _ in range(n)]
+    last = {u: (ref.reset(seed=u * m)[0], np.zeros(m), np.zeros(m, bool), np.zeros(m, bool))
+            for u, ref in enumerate(refs)}
+    rng = np.random.default_rng(2)
+    with shoal.make(fn, n, num_workers=2, batch_size=2 * m) as envs:
+        obs, info = envs.reset(seed=0)
+        got = (obs, np.zeros(2 * m), np.zeros(2 * m, bool), np.zeros(2 * m, bool))
+        seen = set()
+        for t in range(40):
+            units = info["env_id"].reshape(-1, m)
+            assert (units == units[:, :1] + np.arange(m)).all() and (units[:, 0] % m == 0).all()
+            for k, u in enumerate((units[:, 0] // m).tolist()):  # each unit as that vector env stepped alone
+                seen.add(u)
+                for i in range(4):
+                    np.testing.assert_array_equal(got[i][k * m:(k + 1) * m], last[u][i], err_msg=f"call {t}")
+            actions = rng.integers(0, 2, 2 * m)
+            for k, u in enumerate((units[:, 0] // m).tolist()):
+                last[u] = refs[u].step(actions[k * m:(k + 1) * m])[:4]
+            envs.send(actions)
+            *got, info = envs.recv()
+        assert seen == set(range(n))
+
+
+def test_action_sequences_and_other_autoreset_modes_are_refused_with_the_reason():
+    fn = functools.partial(CartPoleVectorEnv, num_envs=4)
+    with pytest.raises(ConfigError, match=r"CartPoleVectorEnv .* mode 'next_step'.*autoreset_mode='next_step'"):
+        shoal.make(fn, 2, autoreset_mode="same_step")
+    with shoal.make(fn, 2, backend="serial") as envs:
+        envs.reset(seed=0)
+        with pytest.raises(ConfigError, match="action sequences .* steps all its sub-envs in one call"):
+            envs.step([np.zeros(2, np.int64)] * 8)
+        envs.step(np.zeros(8, np.int64))  # the vector env is still usable
+
+
+def test_disabled_autoreset_needs_a_reset_of_the_ended_rows():
+    fn = functools.partial(_sync, 3, AutoresetMode.DISABLED)
+    with shoal.make(fn, 2, autoreset_mode="disabled", backend="serial") as envs:
+        envs.reset(seed=0)
+        for _ in range(40):
+            _, _, term, trunc, _ = envs.step(np.zeros(6, np.int64))
+            if (term | trunc).any():
+                break
+        with pytest.raises(ResetNeededError, match="reset_mask"):
+            envs.step(np.zeros(6, np.int64))
+
+
+class _BadVector(gym.vector.VectorEnv):
+    """A numpy vector env of 4 sub-envs that returns ``bad`` from its second step on (past the checks of every value
+    against the space on the first): ``"reward_shape"``, ``"nan"``, ``"obs_shape"``, ``"flags"``, ``"raise"``."""
+
+    def __init__(self, bad: str) -> None:
+        self.num_envs, self.bad, self.steps = 4, bad, 0
+        self.single_observation_space = gym.spaces.Box(-1, 1, (2,), np.float32)
+        self.single_action_space = gym.spaces.Discrete(2)
+        self.observation_space = gym.vector.utils.batch_space(self.single_observation_space, 4)
+        self.action_space = gym.vector.utils.batch_space(self.single_action_space, 4)
+        self.metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP}
+
+    def reset(self, *, seed=None, options=None):
+        return np.zeros((4, 2), np.float32), {}
+
+    def step(self, actions):
+        obs, rewards = np.zeros((4, 2), np.float32), np.zeros(4)
+        flags = np.zeros(4, np.bool_)
+        self.steps += 1
+        if self.steps == 1:
+            return obs, rewards, flags, flags, {}
+        if self.bad == "raise":
+            raise KeyError("boom")
+        if self.bad == "reward_shape":
+            rewards = np.zeros(3)
+        if self.bad == "nan":
+            rewards[2] = np.nan
+        if self.bad == "obs_shape":
+            obs = np.zeros(2, np.float32)  # would broadcast over the rows
+        if self.bad == "flags":
+            flags = np.zeros(4)
+        return obs, rewards, flags, np.zeros(4, np.bool_), {}
+
+
+@pytest.mark.parametrize(("bad", "error", "match"), [
+    ("reward_shape", EnvOutputError, r"vector env 1 \(_BadVector, rows 4\.\.7\) .* rewards .* shape \(4,\).* \(3,\)"),
+    ("nan", EnvOutputError, r"sub-env 2 \(row 6\) returned reward nan"),
+    ("obs_shape", EnvOutputError, r"observations not of .*expected a batch of shape \(4, 2\), got \(2,\)"),
+    ("flags", EnvOutputError, r"terminations as an array of shape \(4,\) of bools"),
+    ("raise", EnvError, r"vector env 1 \(_BadVector, rows 4\.\.7\) raised KeyError in step\(\)"),
+])
+def test_bad_outputs_are_typed_errors_naming_the_vector_env_and_row(bad, error, match):
+    fns = [functools.partial(_BadVector, "none"), functools.partial(_BadVector, bad)]
+    with shoal.make(fns, num_workers=2, inline=False) as envs:
+        envs.reset(seed=0)
+        envs.step(np.zeros(8, np.int64))
+        with pytest.raises(error, match=match) as caught:
+            envs.step(np.zeros(8, np.int64))
+        assert caught.value.env_id == (6 if bad == "nan" else 4)
+
+
+class _Closes(CartPoleVectorEnv):
+    closed_sizes: list[int] = []
+
+    def close(self, **kwargs):
+        _Closes.closed_sizes.append(self.num_envs)
+        super().close(**kwargs)
+
+
+def test_units_that_differ_from_env_0s_are_refused_and_every_vector_env_made_is_closed():
+    fns = [functools.partial(_Closes, num_envs=4), functools.partial(_Closes, num_envs=5)]
+    _Closes.closed_sizes.clear()
+    with pytest.raises(ConfigError, match=r"vector env 1 \(_Closes\) has 5 sub-envs, env 0's 4"):
+        shoal.make(fns, backend="serial")
+    assert sorted(_Closes.closed_sizes) == [4, 4, 5]  # the probe, unit 0, and the refused unit 1
+
+
+def test_unbatch_info_reads_gymnasiums_vector_form():
+    """Per-env infos batched by Gymnasium's own VectorEnv._add_info come back as they were, and batch again into the
+    same vector form."""
+    per_env = [
+        {"t": 3, "vec": np.full(2, 3, np.float32), "nested": {"half": 1.5, "flag": True}, "f32": np.float32(0.25)},
+        {},
+        {"t": 6, "nested": {"flag": False}, "label": "x", "i32": np.int32(-4)},
+    ]
+    batcher = gym.vector.VectorEnv()
+    batcher.num_envs = 3
+    batched: dict = {}
+    for j, info in enumerate(per_env):
+        batched = batcher._add_info(batched, info, j)
+    rows = unbatch_info(batched, 3)
+    for got, want in zip(rows, per_env):
+        assert_same(got, want)
+    again: dict = {}
+    for j, info in enumerate(rows):
+        again = batcher._add_info(again, info, j)
+    assert_same(again, batched)
+
+
+def test_readme_example_runs():
+    text = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    block = re.search(r"<!-- hosted-example -->\n```python\n(.*?)```", text, re.S)
+    assert block, "the README's example of a hosted vector env is marked <!-- hosted-example -->"
+    namespace: dict = {}
+    exec(compile(block.group(1), "README.md", "exec"), namespace)
+    assert namespace["obs"].shape == (65536, 4) and namespace["envs"].closed

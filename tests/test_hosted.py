@@ -97,8 +97,10 @@ def test_asynchronous_batches_are_whole_units_each_as_stepped_by_hand():
         assert seen == set(range(n))
 
 
-def test_action_sequences_and_other_autoreset_modes_are_refused_with_the_reason():
+def test_action_sequences_other_autoreset_modes_and_batches_of_parts_are_refused_with_the_reason():
     fn = functools.partial(CartPoleVectorEnv, num_envs=4)
+    with pytest.raises(ConfigError, match=r"batch_size must be a multiple of 4 .* a vector env's sub-envs"):
+        shoal.make(fn, 4, num_workers=2, batch_size=6)
     with pytest.raises(ConfigError, match=r"CartPoleVectorEnv .* mode 'next_step'.*autoreset_mode='next_step'"):
         shoal.make(fn, 2, autoreset_mode="same_step")
     with shoal.make(fn, 2, backend="serial") as envs:

@@ -284,8 +284,8 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):  # type: ignore[misc]
         rows, units = self.rows_per_env, self.num_envs // self.rows_per_env
         if batch_size % rows:
             raise ConfigError(
-                f"batch_size must be a multiple of {rows} (each env has {rows} rows, one per agent, and a batch "
-                f"holds whole envs), got {batch_size}"
+                f"batch_size must be a multiple of {rows} (each env has {rows} rows, its agents or a vector env's "
+                f"sub-envs, and a batch holds whole envs), got {batch_size}"
             )
         if units % self.num_workers:
             raise ConfigError(

@@ -110,6 +110,22 @@ def test_action_sequences_other_autoreset_modes_and_batches_of_parts_are_refused
         envs.step(np.zeros(8, np.int64))  # the vector env is still usable
 
 
+def test_a_partial_reset_of_a_unit_that_ignores_reset_mask_is_an_error_and_whole_units_reset():
+    """CartPoleVectorEnv resets every sub-env whatever options['reset_mask'] says: resetting some of its rows would
+    leave the rows out of step with the env, so it is refused; a mask of whole units resets those units alone."""
+    m = 4
+    fn = functools.partial(CartPoleVectorEnv, num_envs=m)
+    with shoal.make(fn, 2, backend="serial") as envs:
+        envs.reset(seed=0)
+        obs = envs.step(np.zeros(2 * m, np.int64))[0]
+        with pytest.raises(EnvOutputError, match=r"vector env 1 .* sub-envs \[1\] changed the observations of others"):
+            envs.reset(options={"reset_mask": np.arange(2 * m) == m + 1})
+        whole = np.arange(2 * m) >= m
+        again, _ = envs.reset(options={"reset_mask": whole})
+        np.testing.assert_array_equal(again[:m], obs[:m])  # unit 0 untouched
+        assert not np.array_equal(again[m:], obs[m:])
+
+
 def test_disabled_autoreset_needs_a_reset_of_the_ended_rows():
     fn = functools.partial(_sync, 3, AutoresetMode.DISABLED)
     with shoal.make(fn, 2, autoreset_mode="disabled", backend="serial") as envs:

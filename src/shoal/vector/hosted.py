@@ -6,7 +6,7 @@ them, each worker stepping its share in one call each, and the vector env has ``
 its sub-envs at once and starts their next episodes itself, in its own autoreset mode (``metadata["autoreset_mode"]``),
 which the shoal vector env must share. So groups, asynchronous batches and workers' shares are whole units
 (``rows_per_env``), a partial reset of some of a unit's rows is the env's own ``reset(options={"reset_mask": ...})``
-(Gymnasium's API for disabled autoreset), and action sequences, which stop each env where its episode ends, are
+(Gymnasium's API for disabled autoreset; one that changes the unit's other rows is refused), and action sequences, which stop each env where its episode ends, are
 refused. The env's outputs are checked as any env's are: an :class:`~shoal.errors.EnvOutputError` names the row.
 """
 
@@ -173,7 +173,9 @@ class HostedEngine(Engine):
             if type(result) not in (tuple, list) or len(result) != 2:
                 raise self._bad(unit, "reset", f"expected (obs, info), got {type(result).__name__}")
             obs, info = result
-            self._write_obs(unit, rows, None if len(rows) == self._m else local, obs, "reset")
+            batch = self._write_obs(unit, rows, None if len(rows) == self._m else local, obs, "reset")
+            if len(rows) < self._m:
+                self._check_kept(unit, local, batch)
             if self._has_infos(unit, info, "reset"):
                 infos.append((at - len(rows), _per_env(info, self._m, local)))
         return _placed(len(ids), infos)
@@ -260,9 +262,9 @@ class HostedEngine(Engine):
                                           f"{array[row - unit * self._m]}", row)
         return array
 
-    def _write_obs(self, unit: int, rows: np.ndarray, local: np.ndarray | None, obs: Any, what: str) -> None:
+    def _write_obs(self, unit: int, rows: np.ndarray, local: np.ndarray | None, obs: Any, what: str) -> np.ndarray:
         """Write the observations of sub-envs ``local`` (rows ``rows``; None: all of them) out of the unit's whole
-        batch ``obs``."""
+        batch ``obs``; that batch as the buffers hold it (records)."""
         if not self._checked[what] and not self._batch_obs.contains(obs):
             raise self._bad(unit, what, f"observations outside {self._batch_obs}")
         try:
@@ -278,11 +280,24 @@ class HostedEngine(Engine):
             else:
                 obs = np.asarray(obs)
                 _same_shape(obs, (self._m, *self._obs.item_shape), ())
+                obs = obs.astype(self._obs.item_dtype, copy=False)
         except (ValueError, TypeError, KeyError, IndexError) as exc:
             raise self._bad(unit, what, f"observations not of {self._batch_obs} ({exc})") from None
         self._checked[what] = True
         b = self.buffers
         b.obs[run_of(np.asarray(b.target_rows(rows)))] = obs if local is None else obs[local]
+        return obs
+
+    def _check_kept(self, unit: int, local: np.ndarray, batch: np.ndarray) -> None:
+        """A partial reset of sub-envs ``local`` left the others' observations as they were: else the vector env
+        does not take Gymnasium's ``reset_mask`` (``CartPoleVectorEnv`` resets every sub-env whatever it says), and
+        its state no longer matches the rows."""
+        others = np.setdiff1d(np.arange(self._m), local)
+        b = self.buffers
+        if batch[others].tobytes() != b.obs[b.obs_rows(unit * self._m + others)].tobytes():
+            raise self._bad(unit, "reset", f"a reset with options['reset_mask'] of sub-envs {local.tolist()} changed "
+                                           f"the observations of others: it does not take Gymnasium's partial "
+                                           f"resets, so reset all {self._m} rows of a unit at once")
 
     def _has_infos(self, unit: int, info: Any, what: str) -> bool:
         """Whether the unit's ``info`` (checked: a dict) holds any."""

@@ -234,3 +234,11 @@ def test_readme_example_runs():
     namespace: dict = {}
     exec(compile(block.group(1), "README.md", "exec"), namespace)
     assert namespace["obs"].shape == (65536, 4) and namespace["envs"].closed
+
+
+def test_make_vecs_arguments_say_how_to_host_the_envs_own_vector_env():
+    with pytest.raises(ConfigError, match=r"gymnasium.make_vec's; .*partial\(gymnasium.make_vec, 'CartPole-v1', M"):
+        shoal.make("CartPole-v1", 8, vectorization_mode="vector_entry_point")
+    fn = functools.partial(gym.make_vec, "CartPole-v1", 4, vectorization_mode="vector_entry_point")
+    with shoal.make(fn, 2, backend="serial") as envs:  # what the message says to write
+        assert envs.num_envs == 8 and envs.reset(seed=0)[0].shape == (8, 4)

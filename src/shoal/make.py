@@ -29,6 +29,13 @@ def env_fns_of(env: EnvLike, num_envs: int | None, env_kwargs: dict[str, Any]) -
     if isinstance(env, str):
         if num_envs is None:
             raise ConfigError(f"num_envs is required with a Gymnasium id ({env!r})")
+        if "vectorization_mode" in env_kwargs or "vector_kwargs" in env_kwargs:
+            raise ConfigError(
+                f"vectorization_mode and vector_kwargs are gymnasium.make_vec's; shoal.make vectorizes {env!r} itself. "
+                f"To host the env's own vector env instead, pass a callable that makes one: shoal.make(functools."
+                f"partial(gymnasium.make_vec, {env!r}, M, vectorization_mode='vector_entry_point'), N) makes N of M "
+                f"sub-envs each"
+            )
         return [functools.partial(gymnasium.make, registering(env), **env_kwargs)] * num_envs
     if env_kwargs:
         raise ConfigError(f"keyword arguments {sorted(env_kwargs)} are for gymnasium.make; pass a Gymnasium id")

@@ -6,8 +6,9 @@ them, each worker stepping its share in one call each, and the vector env has ``
 its sub-envs at once and starts their next episodes itself, in its own autoreset mode (``metadata["autoreset_mode"]``),
 which the shoal vector env must share. So groups, asynchronous batches and workers' shares are whole units
 (``rows_per_env``), a partial reset of some of a unit's rows is the env's own ``reset(options={"reset_mask": ...})``
-(Gymnasium's API for disabled autoreset; one that changes the unit's other rows is refused), and action sequences, which stop each env where its episode ends, are
-refused. The env's outputs are checked as any env's are: an :class:`~shoal.errors.EnvOutputError` names the row.
+(Gymnasium's API for disabled autoreset; one that changes the unit's other rows is refused), and action sequences,
+which stop each env where its episode ends, are refused. The env's outputs are checked as any env's are: an
+:class:`~shoal.errors.EnvOutputError` names the row.
 """
 
 from __future__ import annotations

@@ -103,11 +103,14 @@ def test_action_sequences_other_autoreset_modes_and_batches_of_parts_are_refused
         shoal.make(fn, 4, num_workers=2, batch_size=6)
     with pytest.raises(ConfigError, match=r"CartPoleVectorEnv .* mode 'next_step'.*autoreset_mode='next_step'"):
         shoal.make(fn, 2, autoreset_mode="same_step")
-    with shoal.make(fn, 2, backend="serial") as envs:
-        envs.reset(seed=0)
-        with pytest.raises(ConfigError, match="action sequences .* steps all its sub-envs in one call"):
-            envs.step([np.zeros(2, np.int64)] * 8)
-        envs.step(np.zeros(8, np.int64))  # the vector env is still usable
+    for config in ({"backend": "serial"}, {"num_workers": 2, "batch_size": 4}):
+        with shoal.make(fn, 2, **config) as envs:
+            envs.reset(seed=0)
+            n = envs.batch_size
+            with pytest.raises(ConfigError, match="action sequences .* steps all its sub-envs in one call"):
+                envs.step([np.zeros(2, np.int64)] * n)  # in asynchronous mode too: before anything is sent
+            for _ in range(3):
+                assert envs.step(np.zeros(n, np.int64))[0].shape == (n, 4)  # the vector env is still usable
 
 
 def test_a_partial_reset_of_a_unit_that_ignores_reset_mask_is_an_error_and_whole_units_reset():

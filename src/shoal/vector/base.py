@@ -178,6 +178,7 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):  # type: ignore[misc]
         self._buffers = self._transport.buffers
         # The rows whose actions a step hands the engines in this process directly (see send): synchronous steps
         # of an action space that is one plain array, by engines that never write into their actions
+        self._no_sequences: str | None = getattr(factory, "no_sequences", None)  # why its engines refuse them
         in_place = getattr(factory, "actions_in_place", False) and not self.is_async
         plain_actions = not self._action_layout.structured and not self._action_layout.loose
         self._own_rows = self._transport.own_rows if in_place and plain_actions else None
@@ -524,6 +525,8 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):  # type: ignore[misc]
         return held
 
     def _send_sequences(self, ids: np.ndarray, values: np.ndarray, offsets: np.ndarray, gamma: float) -> None:
+        if self._no_sequences is not None:  # refused before any env is sent anything (asynchronous mode would
+            raise ConfigError(self._no_sequences)  # otherwise raise it with a later batch)
         self._check_env_actions(ids, values, offsets)
         held = self._sending
         starts = list(accumulate((len(self.groups[g]) for g in held[:-1]), initial=0))

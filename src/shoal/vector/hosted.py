@@ -14,7 +14,7 @@ which stop each env where its episode ends, are refused. The env's outputs are c
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence, cast
+from typing import Any, Callable, ClassVar, Sequence, cast
 
 import numpy as np
 from gymnasium import spaces
@@ -70,6 +70,12 @@ class HostedEngineFactory:
     """Sub-envs per vector env (env 0's ``num_envs``): unit ``u`` is rows ``u * rows`` to ``(u + 1) * rows - 1``."""
     single_observation_space: spaces.Space
     single_action_space: spaces.Space
+
+    no_sequences: ClassVar[str] = (
+        "action sequences stop each env where its episode ends, and a hosted Gymnasium VectorEnv steps all its "
+        "sub-envs in one call: step them one action at a time"
+    )
+    """Why its engines refuse action sequences: the vector env refuses them in ``send`` with this."""
 
     def __call__(self, env_ids: range, buffers: Buffers, autoreset_mode: AutoresetMode) -> HostedEngine:
         return HostedEngine(self, env_ids, buffers, autoreset_mode)
@@ -239,10 +245,7 @@ class HostedEngine(Engine):
         return self._step_envs(ids, self.buffers.actions[self._run(ids)])
 
     def step_sequences(self, ids: np.ndarray, seqs: Sequences) -> Any:
-        raise ConfigError(
-            f"action sequences stop each env where its episode ends, and a hosted Gymnasium VectorEnv "
-            f"({type(self.envs[0]).__name__}) steps all its sub-envs in one call: step them one action at a time"
-        )
+        raise ConfigError(HostedEngineFactory.no_sequences)  # (the vector env refuses them before they come here)
 
     # -- outputs --------------------------------------------------------------------------------------------------
 

@@ -71,6 +71,21 @@ def test_units_of_sync_vector_envs_step_as_one_sync_vector_env_of_them_all(mode,
     ref.close()
 
 
+@pytest.mark.parametrize(("obs", "act"), [("nested", "multidiscrete"), ("box_u8_img", "tuple"), ("tuple", "dict")])
+def test_units_of_every_kind_of_space_step_as_one_sync_vector_env(obs, act):
+    """Nested Dict/Tuple observations and actions, images: the units' rows equal one SyncVectorEnv of all sub-envs."""
+    m, n = 3, 2
+    fn = functools.partial(SpaceEnv, obs, act)
+    ref = gym.vector.SyncVectorEnv([fn] * (m * n))
+    with shoal.make(lambda: gym.vector.SyncVectorEnv([fn] * m), n, num_workers=2) as envs:
+        assert_same(envs.reset(seed=9), ref.reset(seed=9))
+        ref.action_space.seed(0)
+        for t in range(30):
+            actions = ref.action_space.sample()
+            assert_same(envs.step(actions), ref.step(actions), f"step {t}")
+    ref.close()
+
+
 def test_asynchronous_batches_are_whole_units_each_as_stepped_by_hand():
     m, n = 8, 4
     fn = functools.partial(CartPoleVectorEnv, num_envs=m, max_episode_steps=15)

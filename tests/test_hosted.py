@@ -260,3 +260,18 @@ def test_make_vecs_arguments_say_how_to_host_the_envs_own_vector_env():
     fn = functools.partial(gym.make_vec, "CartPole-v1", 4, vectorization_mode="vector_entry_point")
     with shoal.make(fn, 2, backend="serial") as envs:  # what the message says to write
         assert envs.num_envs == 8 and envs.reset(seed=0)[0].shape == (8, 4)
+
+
+def test_render_gives_each_row_its_own_sub_envs_frame():
+    pytest.importorskip("pygame")
+    fn = functools.partial(CartPoleVectorEnv, num_envs=3, render_mode="rgb_array")
+    refs = [fn() for _ in range(2)]
+    with shoal.make(fn, 2, num_workers=2) as envs:
+        envs.reset(seed=0)
+        for k, ref in enumerate(refs):
+            ref.reset(seed=3 * k)
+        frames = envs.render()
+        assert len(frames) == 6
+        for row, frame in enumerate(frames):
+            np.testing.assert_array_equal(frame, refs[row // 3].render()[row % 3])
+        assert not np.array_equal(frames[0], frames[1])  # the sub-envs' own frames, not one repeated

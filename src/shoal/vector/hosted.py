@@ -323,6 +323,8 @@ class HostedEngine(Engine):
     # -- calls ----------------------------------------------------------------------------------------------------
 
     def call(self, ids: np.ndarray, name: str, args: tuple, kwargs: dict) -> list[Any]:
+        """``name`` called (or read) on each unit, its result given to each of the unit's rows; ``render`` returns one
+        frame per sub-env (Gymnasium's ``VectorEnv.render``), so each row gets its own."""
         results: list[Any] = []
         for unit, rows in self._units(ids):
             env = self.envs[unit - self._first]
@@ -332,7 +334,10 @@ class HostedEngine(Engine):
                     value = value(*args, **kwargs)
             except Exception as exc:
                 raise env_error(int(rows[0]), exc, self._name(unit), " in call()") from exc
-            results += [value] * len(rows)
+            if name == "render" and value is not None and len(value) == self._m:
+                results += [value[j] for j in (rows - unit * self._m).tolist()]
+            else:
+                results += [value] * len(rows)
         return results
 
     def get_attr(self, ids: np.ndarray, name: str) -> list[Any]:

@@ -19,7 +19,7 @@ import shoal
 from shoal.errors import ConfigError, EnvError, EnvOutputError, ResetNeededError
 from shoal.vector.hosted import unbatch_info
 
-from fakes import SpaceEnv
+from fakes import LooseSpaceEnv, SpaceEnv
 from helpers import assert_same
 
 BACKENDS = [{"backend": "serial"}, {"num_workers": 2}]
@@ -205,6 +205,12 @@ def test_bad_outputs_are_typed_errors_naming_the_vector_env_and_row(bad, error, 
         with pytest.raises(error, match=match) as caught:
             envs.step(np.zeros(8, np.int64))
         assert caught.value.env_id == (6 if bad == "nan" else 4)
+
+
+def test_spaces_without_a_fixed_size_are_refused_with_the_reason():
+    fn = functools.partial(gym.vector.SyncVectorEnv, [functools.partial(LooseSpaceEnv, "text", "discrete")] * 2)
+    with pytest.raises(ConfigError, match=r"single observation space .*Text.* leaves without a fixed size"):
+        shoal.make(fn, 2, backend="serial")
 
 
 class _Closes(CartPoleVectorEnv):

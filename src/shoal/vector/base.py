@@ -176,9 +176,9 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):  # type: ignore[misc]
             factory, spec, backend, hosts, context=context, daemon=daemon, inline=inline, address=address
         )
         self._buffers = self._transport.buffers
+        self._no_sequences: str | None = getattr(factory, "no_sequences", None)  # why its engines refuse them
         # The rows whose actions a step hands the engines in this process directly (see send): synchronous steps
         # of an action space that is one plain array, by engines that never write into their actions
-        self._no_sequences: str | None = getattr(factory, "no_sequences", None)  # why its engines refuse them
         in_place = getattr(factory, "actions_in_place", False) and not self.is_async
         plain_actions = not self._action_layout.structured and not self._action_layout.loose
         self._own_rows = self._transport.own_rows if in_place and plain_actions else None

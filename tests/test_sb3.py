@@ -24,6 +24,10 @@ import shoal.sb3  # noqa: E402
 
 CASES = [("dict", "discrete"), ("box_f32", "multidiscrete"), ("tuple", "dict")]
 
+def _units(fns):
+    return gym.vector.SyncVectorEnv(fns, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+
+
 # Each way to build the adapter: over a shoal vector env, or SB3's own form (env constructors) with the drop-ins
 BUILDS = {
     "VecEnv serial": lambda fns: shoal.sb3.VecEnv(shoal.make(fns, autoreset_mode="same_step", backend="serial")),
@@ -39,11 +43,21 @@ def _fns(obs, act, n=4):
     return [functools.partial(SpaceEnv, obs, act, max_steps=5 + i) for i in range(n)]
 
 
+# and over two of Gymnasium's SyncVectorEnvs, of half the envs each, as units (shoal.vector.hosted): what they hand
+# out is Gymnasium's (a final observation the env changes in its reset changes there too), so only here
+HOSTED = {
+    "VecEnv hosted": lambda fns: shoal.sb3.VecEnv(shoal.make(
+        [functools.partial(_units, fns[: len(fns) // 2]), functools.partial(_units, fns[len(fns) // 2 :])],
+        autoreset_mode="same_step",
+    )),
+}
+
+
 @pytest.mark.parametrize("obs,act", CASES)
-@pytest.mark.parametrize("build", list(BUILDS))
+@pytest.mark.parametrize("build", list(BUILDS) + list(HOSTED))
 def test_adapter_equals_sb3_dummy_vec_env(obs, act, build):
     ref = DummyVecEnv(_fns(obs, act))
-    envs = BUILDS[build](_fns(obs, act))
+    envs = {**BUILDS, **HOSTED}[build](_fns(obs, act))
     assert envs.observation_space == ref.observation_space and envs.action_space == ref.action_space
     assert envs.num_envs == ref.num_envs and envs.render_mode == ref.render_mode
     ref.action_space.seed(0)

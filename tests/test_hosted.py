@@ -158,7 +158,8 @@ def test_disabled_autoreset_needs_a_reset_of_the_ended_rows():
 
 class _BadVector(gym.vector.VectorEnv):
     """A numpy vector env of 4 sub-envs that returns ``bad`` from its second step on (past the checks of every value
-    against the space on the first): ``"reward_shape"``, ``"nan"``, ``"obs_shape"``, ``"flags"``, ``"raise"``."""
+    against the space on the first): ``"reward_shape"``, ``"nan"``, ``"obs_shape"``, ``"flags"``, ``"raise"``,
+    ``"info"``."""
 
     def __init__(self, bad: str) -> None:
         self.num_envs, self.bad, self.steps = 4, bad, 0
@@ -187,6 +188,8 @@ class _BadVector(gym.vector.VectorEnv):
             obs = np.zeros(2, np.float32)  # would broadcast over the rows
         if self.bad == "flags":
             flags = np.zeros(4)
+        if self.bad == "info":
+            return obs, rewards, flags, np.zeros(4, np.bool_), {"score": 3.0}  # one value, not one per sub-env
         return obs, rewards, flags, np.zeros(4, np.bool_), {}
 
 
@@ -196,6 +199,7 @@ class _BadVector(gym.vector.VectorEnv):
     ("obs_shape", EnvOutputError, r"observations not of .*expected a batch of shape \(4, 2\), got \(2,\)"),
     ("flags", EnvOutputError, r"terminations as an array of shape \(4,\) of bools"),
     ("raise", EnvError, r"vector env 1 \(_BadVector, rows 4\.\.7\) raised KeyError in step\(\)"),
+    ("info", EnvOutputError, r"info not in Gymnasium's vector form \(info\['score'\] is not one value per sub-env"),
 ])
 def test_bad_outputs_are_typed_errors_naming_the_vector_env_and_row(bad, error, match):
     fns = [functools.partial(_BadVector, "none"), functools.partial(_BadVector, bad)]

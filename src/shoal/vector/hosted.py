@@ -184,7 +184,8 @@ class HostedEngine(Engine):
             if len(rows) < self._m:
                 self._check_kept(unit, local, batch)
             if self._has_infos(unit, info, "reset"):
-                infos.append((at - len(rows), _per_env(info, self._m, local)))
+                per_env = self._unbatched(unit, info, "reset")
+                infos.append((at - len(rows), [per_env[j] for j in local.tolist()]))
         return _placed(len(ids), infos)
 
     def _step_envs(self, ids: np.ndarray, actions: np.ndarray) -> list[dict]:
@@ -216,7 +217,7 @@ class HostedEngine(Engine):
                 finals.append(self._finals(unit, rows, info))
                 info = {key: value for key, value in info.items() if key not in FINAL_KEYS}
             if self._has_infos(unit, info, "step"):
-                infos.append((k * m, unbatch_info(info, m)))
+                infos.append((k * m, self._unbatched(unit, info, "step")))
         return _placed(len(ids), infos), finals
 
     def _step_in_turn(self, ids: np.ndarray, actions: Any) -> tuple[list[dict], Finals | None]:
@@ -309,6 +310,14 @@ class HostedEngine(Engine):
             raise self._bad(unit, what, f"expected info as a dict, got {type(info).__name__}")
         return bool(info)
 
+    def _unbatched(self, unit: int, info: dict, what: str) -> list[dict]:
+        """The unit's vector-form ``info`` as one dict per sub-env (:func:`unbatch_info`), or an
+        :class:`EnvOutputError` naming the unit where it is not in that form."""
+        try:
+            return unbatch_info(info, self._m)
+        except (TypeError, ValueError, IndexError, KeyError) as exc:
+            raise self._bad(unit, what, f"info not in Gymnasium's vector form ({exc})") from None
+
     def _finals(self, unit: int, rows: np.ndarray, info: dict) -> Finals:
         """The ended sub-envs of a same-step call, their last observations and infos out of ``info``."""
         mask = np.asarray(info["_final_obs"], np.bool_)
@@ -317,7 +326,7 @@ class HostedEngine(Engine):
         ended = np.flatnonzero(mask).tolist()
         obs = [standalone(info["final_obs"][j]) for j in ended]  # (they outlive the vector env's next call)
         final_info = info.get("final_info")
-        per_env = unbatch_info(final_info, self._m) if final_info else []
+        per_env = self._unbatched(unit, final_info, "step") if final_info else []
         return Finals(rows[ended], obs, [owned(per_env[j]) for j in ended] if per_env else [])
 
     # -- calls ----------------------------------------------------------------------------------------------------
@@ -363,12 +372,6 @@ def _placed(n: int, parts: list[tuple[int, list[dict]]]) -> list[dict]:
     return infos
 
 
-def _per_env(info: dict, n: int, local: np.ndarray) -> list[dict]:
-    """The infos of sub-envs ``local`` out of a unit's vector-form ``info``."""
-    rows = unbatch_info(info, n)
-    return [rows[j] for j in local.tolist()]
-
-
 def _same_shape(array: np.ndarray, shape: tuple[int, ...], path: tuple) -> None:
     if array.shape != shape:
         at = f" at {list(path)}" if path else ""
@@ -394,7 +397,11 @@ def unbatch_info(info: dict, n: int) -> list[dict]:
         if isinstance(key, str) and key.startswith("_") and key[1:] in info:
             continue
         mask = info.get(f"_{key}")
+        if mask is not None and np.shape(mask) != (n,):
+            raise ValueError(f"info[{'_' + str(key)!r}] is not one bool per sub-env ({n}): shape {np.shape(mask)}")
         present = range(n) if mask is None else np.flatnonzero(np.asarray(mask)).tolist()
+        if not isinstance(value, dict) and (not hasattr(value, "__len__") or len(value) != n):
+            raise ValueError(f"info[{key!r}] is not one value per sub-env ({n}): {type(value).__name__}")
         if isinstance(value, dict):
             nested = unbatch_info(value, n)
             for j in present:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import re
 import subprocess
 import sys
 import textwrap
 import time
 import tracemalloc
+from pathlib import Path
 
 import numpy as np
 
@@ -121,3 +123,13 @@ def memory_grown(run):
         return tracemalloc.get_traced_memory()[0] - start
     finally:
         tracemalloc.stop()
+
+
+def run_readme_block(marker: str) -> dict:
+    """Run the README's Python block marked ``<!-- marker -->``; the names it left."""
+    text = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    block = re.search(rf"<!-- {marker} -->\n```python\n(.*?)```", text, re.S)
+    assert block, f"the README's example is marked <!-- {marker} -->"
+    namespace: dict = {}
+    exec(compile(block.group(1), "README.md", "exec"), namespace)
+    return namespace

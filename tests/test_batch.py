@@ -1,9 +1,7 @@
 """Batch-native envs (shoal.batch): equal to a single-instance twin on every backend, in every vector-env mode."""
 
 import functools
-import re
 from contextlib import closing
-from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -15,9 +13,7 @@ from shoal.batch import BatchEnv, Streams, compare, seed_states
 from shoal.errors import ConfigError, EnvError, EnvOutputError, ResetNeededError
 
 from fakes import BadBatch, Walk, WalkSingle
-from helpers import assert_same
-
-README = Path(__file__).resolve().parent.parent / "README.md"
+from helpers import assert_same, run_readme_block
 
 
 def actions_for(n, steps, seed=0):
@@ -214,12 +210,7 @@ def test_keywords_reach_the_env_through_make_and_partial():
 
 def test_readme_example_of_a_batch_native_env_runs():
     """The README's complete example: a user's own numpy env, made, stepped and checked against its twin."""
-    text = README.read_text()
-    block = re.search(r"<!-- batch-example -->\n```python\n(.*?)```", text, re.S)
-    assert block, "the README's batch-native example is marked <!-- batch-example -->"
-    namespace: dict = {}
-    exec(compile(block.group(1), "README.md", "exec"), namespace)
-    assert namespace["episodes"] > 0
+    assert run_readme_block("batch-example")["episodes"] > 0
 
 
 def test_disabled_autoreset_needs_a_partial_reset():

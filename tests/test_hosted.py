@@ -6,8 +6,6 @@ CartPoleVectorEnv), or one SyncVectorEnv of all the sub-envs (SyncVectorEnvs of 
 from __future__ import annotations
 
 import functools
-import re
-from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -20,7 +18,7 @@ from shoal.errors import ConfigError, EnvError, EnvOutputError, ResetNeededError
 from shoal.vector.hosted import unbatch_info
 
 from fakes import LooseSpaceEnv, SpaceEnv
-from helpers import assert_same
+from helpers import assert_same, run_readme_block
 
 BACKENDS = [{"backend": "serial"}, {"num_workers": 2}]
 
@@ -256,11 +254,7 @@ def test_unbatch_info_reads_gymnasiums_vector_form():
 
 
 def test_readme_example_runs():
-    text = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    block = re.search(r"<!-- hosted-example -->\n```python\n(.*?)```", text, re.S)
-    assert block, "the README's example of a hosted vector env is marked <!-- hosted-example -->"
-    namespace: dict = {}
-    exec(compile(block.group(1), "README.md", "exec"), namespace)
+    namespace = run_readme_block("hosted-example")
     assert namespace["obs"].shape == (65536, 4) and namespace["envs"].closed
 
 

@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import re
 import signal
 import time
-from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
 import pytest
 from fakes import FaultyEnv, JoinLeave, SpaceEnv
+from helpers import run_readme_block
 from pettingzoo import ParallelEnv
 
 pytest.importorskip(
@@ -455,11 +454,7 @@ def test_an_env_that_raises_is_named():
 
 
 def test_the_readmes_example_runs():
-    text = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    block = re.search(r"<!-- pufferlib-example -->\n```python\n(.*?)```", text, re.S)
-    assert block, "the README's PufferLib example is marked <!-- pufferlib-example -->"
-    namespace: dict = {}
-    exec(compile(block.group(1), "README.md", "exec"), namespace)
+    namespace = run_readme_block("pufferlib-example")
     assert namespace["obs"].shape == (8, 4) and namespace["env_ids"].tolist() in ([*range(8)], [*range(8, 16)])
 
 

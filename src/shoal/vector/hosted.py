@@ -343,7 +343,7 @@ class HostedEngine(Engine):
                     value = value(*args, **kwargs)
             except Exception as exc:
                 raise env_error(int(rows[0]), exc, self._name(unit), " in call()") from exc
-            if name == "render" and value is not None and len(value) == self._m:
+            if name == "render" and isinstance(value, (list, tuple, np.ndarray)) and len(value) == self._m:
                 results += [value[j] for j in (rows - unit * self._m).tolist()]
             else:
                 results += [value] * len(rows)
@@ -353,6 +353,7 @@ class HostedEngine(Engine):
         return [getattr(self.envs[unit - self._first], name) for unit, rows in self._units(ids) for _ in rows]
 
     def set_attr(self, ids: np.ndarray, name: str, values: list[Any]) -> None:
+        """Each unit's attribute set once, to the value of the last of its rows named (a unit has one)."""
         at = 0
         for unit, rows in self._units(ids):
             at += len(rows)

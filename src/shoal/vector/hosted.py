@@ -209,7 +209,7 @@ class HostedEngine(Engine):
                                               f"{type(result).__name__}")
             obs, rewards, terminations, truncations, info = result
             at = slice(int(rows[0]), int(rows[-1]) + 1)
-            b.rewards[at] = self._column(unit, "rewards", rewards, np.floating)
+            b.rewards[at] = self._column(unit, "rewards", rewards, np.number)
             b.terminations[at] = self._column(unit, "terminations", terminations, np.bool_)
             b.truncations[at] = self._column(unit, "truncations", truncations, np.bool_)
             self._write_obs(unit, rows, None, obs, "step")
@@ -255,16 +255,17 @@ class HostedEngine(Engine):
         return EnvOutputError(f"{self._name(unit)} returned bad data from {what}(): {detail}", env_id=row)
 
     def _column(self, unit: int, what: str, values: Any, kind: type) -> np.ndarray:
-        """``values``, one per sub-env (rewards: finite reals; flags: bools), or an :class:`EnvOutputError`."""
+        """``values``, one per sub-env, of dtype ``kind`` (``np.number``: rewards, which must also be finite;
+        ``np.bool_``: flags), or an :class:`EnvOutputError`."""
         array = np.asarray(values)
-        if array.shape != (self._m,) or not np.issubdtype(array.dtype, kind if kind is np.bool_ else np.number):
+        if array.shape != (self._m,) or not np.issubdtype(array.dtype, kind):
             raise self._bad(unit, "step", f"expected {what} as an array of shape ({self._m},) of "
                                           f"{'bools' if kind is np.bool_ else 'numbers'}, got "
                                           f"{type(values).__name__} of shape {array.shape} and dtype {array.dtype}")
-        if kind is not np.bool_ and not np.isfinite(array).all():
-            row = unit * self._m + int(np.flatnonzero(~np.isfinite(array))[0])
-            raise self._bad(unit, "step", f"sub-env {row - unit * self._m} (row {row}) returned reward "
-                                          f"{array[row - unit * self._m]}", row)
+        if kind is np.number and not np.isfinite(array).all():
+            j = int(np.flatnonzero(~np.isfinite(array))[0])
+            row = unit * self._m + j
+            raise self._bad(unit, "step", f"sub-env {j} (row {row}) returned reward {array[j]}", row)
         return array
 
     def _write_obs(self, unit: int, rows: np.ndarray, local: np.ndarray | None, obs: Any, what: str) -> np.ndarray:

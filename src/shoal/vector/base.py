@@ -46,7 +46,7 @@ from shoal.vector.checks import (
 )
 from shoal.vector.copies import SPLIT_FROM, SplitCopies, copy_out
 from shoal.vector.cpus import usable_cores
-from shoal.vector.engine import Command, LooseObs, Op, Sequences
+from shoal.vector.engine import Command, LooseObs, Op, Sequences, split_by
 from shoal.vector.infos import InfoParts, merge_infos
 from shoal.vector.load import BUSY, ShareCost, choose_workers, other_runnable
 from shoal.vector._guard import CallGuard
@@ -399,15 +399,8 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):  # type: ignore[misc]
                         f"envs {np.flatnonzero(mask & ~held_ids).tolist()} are stepping (sent, not yet received); in "
                         f"asynchronous mode only envs of the batch you hold ({self._held_ids.tolist()}) can be reset"
                     )
-            envs = mask.nonzero()[0]  # split by group where the owner changes (groups are consecutive ranges)
-            owners = self._owners[envs]
-            if not len(envs):  # (a subclass's mask may name none: ale-py's, which then hands out the batch again)
-                groups, ids = [], []
-            elif owners[0] == owners[-1]:
-                groups, ids = [int(owners[0])], [envs]
-            else:
-                cuts = np.flatnonzero(owners[1:] != owners[:-1]) + 1
-                groups, ids = owners[np.concatenate(([0], cuts))].tolist(), np.split(envs, cuts)
+            envs = mask.nonzero()[0]  # (a subclass's mask may name none: ale-py's, which hands out the batch again)
+            groups, ids = split_by(envs, self._owners[envs])
             self._buffers.obs_target[mask] = 0
         commands = {
             g: Command(Op.RESET, i, ([seeds[e] for e in i.tolist()], payload_options)) for g, i in zip(groups, ids)

@@ -559,5 +559,16 @@ def run_of(ids: np.ndarray) -> slice | np.ndarray:
     return ids
 
 
+def split_by(ids: np.ndarray, keys: np.ndarray) -> tuple[list[int], list[np.ndarray]]:
+    """``ids`` (sorted) cut where ``keys`` (one per id, in runs: a group's, a unit's) changes: each run's key, and its
+    ids."""
+    if not len(ids):
+        return [], []
+    if keys[0] == keys[-1]:
+        return [int(keys[0])], [ids]
+    cuts = np.flatnonzero(keys[1:] != keys[:-1]) + 1
+    return keys[np.concatenate(([0], cuts))].tolist(), np.split(ids, cuts)
+
+
 def _env_of(entry: Entry) -> int:
     return int(entry.ids[0]) if isinstance(entry, Finals) else entry[0]

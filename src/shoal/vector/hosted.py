@@ -25,7 +25,7 @@ from shoal.errors import ConfigError, EnvOutputError
 from shoal.spaces import Layout
 from shoal.vector.buffers import Buffers
 from shoal.vector.checks import parse_autoreset_mode
-from shoal.vector.engine import Engine, Sequences, close_all, env_error, run_of
+from shoal.vector.engine import Engine, Sequences, close_all, env_error, run_of, split_by
 from shoal.vector.gym_engine import standalone
 from shoal.vector.infos import Finals, owned
 
@@ -134,9 +134,8 @@ class HostedEngine(Engine):
 
     def _units(self, ids: np.ndarray) -> list[tuple[int, np.ndarray]]:
         """``(unit, its rows among ids)`` for each unit that ``ids`` (sorted) touch."""
-        units = ids // self._m
-        cuts = np.flatnonzero(units[1:] != units[:-1]) + 1
-        return [(int(rows[0]) // self._m, rows) for rows in np.split(ids, cuts)]
+        units, parts = split_by(ids, ids // self._m)
+        return list(zip(units, parts))
 
     def _whole(self, ids: np.ndarray, what: str) -> list[tuple[int, np.ndarray]]:
         """The units of ``ids``, which must be whole (groups and batches are: a vector env steps all its sub-envs)."""

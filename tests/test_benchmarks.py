@@ -44,4 +44,4 @@ def test_bench_hosted_runs_and_compares():
     )
     assert run.returncode == 0, run.stderr[-3000:]
     summary = run.stdout.split("shoal's best / one CartPoleVectorEnv")[1]
-    assert "x  (shoal" in summary, run.stdout
+    assert "plain     " in summary and "episodes  " in summary and "x  (shoal" in summary, run.stdout

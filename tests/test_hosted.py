@@ -15,7 +15,7 @@ from gymnasium.vector import AutoresetMode
 
 import shoal
 from shoal.errors import ConfigError, EnvError, EnvOutputError, ResetNeededError
-from shoal.vector.hosted import unbatch_info
+from shoal.vector.infos import unbatch_info
 
 from fakes import LooseSpaceEnv, SpaceEnv
 from helpers import assert_same, run_readme_block
@@ -108,6 +108,76 @@ def test_asynchronous_batches_are_whole_units_each_as_stepped_by_hand():
             envs.send(actions)
             *got, info = envs.recv()
         assert seen == set(range(n))
+
+
+def _rows_of(info, rows):
+    """A vector info's part for ``rows`` (a slice): each key's values and mask there, keys no env there has left out."""
+    part = {}
+    for key, value in info.items():
+        if key.startswith("_") and key[1:] in info:
+            continue
+        mask = info[f"_{key}"][rows]
+        if mask.any():
+            part[key] = _rows_of(value, rows) if isinstance(value, dict) else value[rows]
+            part[f"_{key}"] = mask
+    return part
+
+
+@pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP])
+def test_asynchronous_batches_carry_each_units_infos_at_its_rows(mode):
+    """Units whose sub-envs return infos (nested, arrays, some steps only; resets' too), in asynchronous batches of two
+    units out of four: each unit's part of a batch's infos is what that vector env returned, stepped by hand."""
+    m, n = 3, 4
+    refs = [_sync(m, mode) for _ in range(n)]
+    last = {u: ref.reset(seed=7 + u * m)[1] for u, ref in enumerate(refs)}
+    rng = np.random.default_rng(4)
+    with shoal.make(functools.partial(_sync, m, mode), n, autoreset_mode=mode, num_workers=2, batch_size=2 * m) as envs:
+        _, info = envs.reset(seed=7)
+        for t in range(40):
+            units = (info["env_id"][::m] // m).tolist()
+            for k, u in enumerate(units):
+                part = _rows_of({key: v for key, v in info.items() if key != "env_id"}, slice(k * m, (k + 1) * m))
+                assert_same(part, _rows_of(last[u], slice(0, m)), f"call {t}, unit {u}")
+            actions = rng.integers(0, 4, 2 * m)
+            for k, u in enumerate(units):
+                last[u] = refs[u].step(actions[k * m:(k + 1) * m])[4]
+            envs.send(actions)
+            *_, info = envs.recv()
+    for ref in refs:
+        ref.close()
+
+
+@pytest.mark.parametrize("config", BACKENDS, ids=["serial", "mp-inline"])
+def test_record_episode_statistics_on_each_unit_reports_as_on_one_vector_env_of_them_all(config):
+    """Gymnasium's vector RecordEpisodeStatistics (its ``episode`` values without masks of their own, under
+    ``_episode``) on each unit: the episodes' returns and lengths, at their rows, as the wrapper on one SyncVectorEnv
+    of all the sub-envs reports them (their times differ)."""
+    m, n = 4, 3
+
+    def units(count):
+        return gym.wrappers.vector.RecordEpisodeStatistics(
+            gym.vector.SyncVectorEnv([lambda: gym.make("CartPole-v1", max_episode_steps=12)] * count))
+
+    ref = units(m * n)
+    with shoal.make(functools.partial(units, m), n, **config) as envs:
+        envs.reset(seed=1)
+        ref.reset(seed=1)
+        rng = np.random.default_rng(3)
+        episodes = 0
+        for t in range(50):
+            actions = rng.integers(0, 2, m * n)
+            *got, info = envs.step(actions)
+            *want, theirs = ref.step(actions)
+            assert_same(tuple(got), tuple(want), f"step {t}")
+            assert set(info) == set(theirs)
+            if "episode" in theirs:
+                for key in ("_episode",):
+                    assert_same(info[key], theirs[key], f"step {t}")
+                for key in ("r", "l"):
+                    assert_same(info["episode"][key], theirs["episode"][key], f"step {t} episode {key}")
+                episodes += int(theirs["_episode"].sum())
+        assert episodes > m * n
+    ref.close()
 
 
 def test_action_sequences_other_autoreset_modes_and_batches_of_parts_are_refused_with_the_reason():

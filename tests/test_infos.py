@@ -28,13 +28,16 @@ def gymnasiums(entries, size, row_of=None):
     return infos
 
 
-def assert_same(theirs, ours):
-    assert list(theirs) == list(ours)  # the same keys, in the same order (each key, then its mask)
+def assert_same(theirs, ours, ordered=True):
+    if ordered:
+        assert list(theirs) == list(ours)  # the same keys, in the same order (each key, then its mask)
+    else:
+        assert sorted(map(repr, theirs)) == sorted(map(repr, ours))
     masks = [value for key, value in ours.items() if isinstance(key, str) and key.startswith("_")]
     assert len({id(mask) for mask in masks}) == len(masks)  # each key its own mask, as Gymnasium's
     for key, value in theirs.items():
         if isinstance(value, dict):
-            assert_same(value, ours[key])
+            assert_same(value, ours[key], ordered)
             continue
         if type(value) is not np.ndarray:  # (what a dict holds at a row: the value stored there)
             assert type(ours[key]) is type(value) and ours[key] == value, key
@@ -46,7 +49,8 @@ def assert_same(theirs, ours):
             if isinstance(a, np.ndarray):  # (in an object array)
                 assert a.dtype == b.dtype and np.array_equal(a, b), (key, a, b)
             else:
-                assert a == b or a != a and b != b, (key, a, b)  # (NaN equals NaN here)
+                assert a == b or a != a and b != b or type(a) is list and np.array_equal(a, b, equal_nan=True), (
+                    key, a, b)  # (NaN equals NaN here, also in the rows of a 2-d array)
 
 
 def mujoco_like(rng, env):
@@ -214,3 +218,85 @@ def test_per_env_infos_are_in_batch_order_copied_and_apart_from_the_finals():
     assert infos[1]["nested"]["v"] is not vector and np.array_equal(infos[1]["nested"]["v"], vector)
     infos, _ = merging.by_env(merging.InfoParts([(1, {"b": 4})], None, {}), 2)  # all envs in order: env = row
     assert infos == [{}, {"b": 4}]
+
+
+def _vector_form(rng, m, kinds):
+    """A vector env's infos for ``m`` sub-envs, batched by Gymnasium's own ``_add_info`` from one random dict per
+    sub-env: each key present in some of them (or none), of the kind ``kinds`` gives it, now and then another."""
+    pool = {
+        "int": lambda: int(rng.integers(-5, 5)), "float": lambda: float(rng.normal()),
+        "bool": lambda: bool(rng.random() < .5), "f32": lambda: np.float32(rng.normal()),
+        "i32": lambda: np.int32(rng.integers(9)), "u8": lambda: np.uint8(7), "c64": lambda: np.complex64(1j),
+        "vec": lambda: rng.normal(size=2).astype(np.float32), "grid": lambda: rng.integers(0, 9, (2, 2)),
+        "col": lambda: rng.integers(0, 9, 1), "str": lambda: "s" * int(rng.integers(3)), "none": lambda: None,
+        "list": lambda: [1, 2], "np_bool": lambda: np.bool_(True),
+        "nested": lambda: {"r": float(rng.normal()), "l": int(rng.integers(9))} if rng.random() < .7 else {"r": 1.0},
+    }
+    while True:
+        per_env = [{key: pool[kind if rng.random() < .9 else rng.choice(list(pool))]()
+                    for key, kind in kinds.items() if rng.random() < .6} for _ in range(m)]
+        try:
+            info = gymnasiums(list(enumerate(per_env)), m)
+            merging.check_block(info, m)  # (a value stored into a dict under its key: not in vector form)
+        except Exception:  # (kinds Gymnasium cannot batch together, or warns of: draw again)
+            continue
+        if rng.random() < .3:  # as RecordEpisodeStatistics makes it: a nested dict's values without masks of their own
+            info["episode"] = {"r": rng.normal(size=m), "l": rng.integers(1, 9, m)}
+            info["_episode"] = rng.random(m) < .4
+        return info
+
+
+def test_blocks_merge_as_their_rows_added_one_by_one():
+    """A hosted vector env's infos come as a Block of its rows in Gymnasium's vector form, merged a key at a time
+    where that gives the same arrays: every batch of blocks (at consecutive rows, or scattered through an
+    asynchronous batch's order), after other envs' entries with keys of the same or other types, equals each
+    block's rows taken apart (``unbatch_info``) and added env by env by Gymnasium's ``_add_info``."""
+    rng = np.random.default_rng(7)
+    names = ["int", "float", "bool", "f32", "i32", "u8", "c64", "vec", "grid", "col", "str", "none", "list",
+             "np_bool", "nested"]
+    for trial in range(300):
+        m, units = int(rng.integers(1, 6)), int(rng.integers(1, 4))
+        size = m * units + int(rng.integers(0, 3))
+        kinds = {f"k{j}": names[int(rng.integers(len(names)))] for j in range(int(rng.integers(1, 5)))}
+        entries, expanded = [], []
+        for env in rng.permutation(size)[: int(rng.integers(0, 3))].tolist():  # envs of other kinds, first
+            choices = [1.5, 7, "x", np.float32(2), {"r": 0.5}, np.array([3])]
+            plain = {key: choices[int(rng.integers(len(choices)))] for key in [*kinds, "episode"]}
+            entries.append((env, plain))
+            expanded.append((env, plain))
+        for unit in rng.permutation(units).tolist():
+            block = merging.Block(unit * m, m, _vector_form(rng, m, kinds))
+            entries.append(block)
+            expanded += [(unit * m + j, row) for j, row in enumerate(merging.unbatch_info(block.info, m)) if row]
+        row_of = None
+        if trial % 3 == 1:  # an asynchronous batch: units in the order they came (rows consecutive within each)
+            order = [env for u in rng.permutation(units).tolist() for env in range(u * m, (u + 1) * m)]
+            row_of = {env: row for row, env in enumerate(order + list(range(m * units, size)))}
+        elif trial % 3 == 2:  # scattered
+            row_of = {env: row for row, env in enumerate(rng.permutation(size).tolist())}
+        try:
+            theirs = gymnasiums(expanded, size, row_of)
+        except Exception:  # a value Gymnasium cannot put where the key holds another kind: an error here too (not
+            with pytest.raises(Exception):  # always the same one, the keys coming in another order)
+                merging.merge_infos(entries, size, row_of)
+            continue
+        # (the same keys, not always in the same order: a block's keys come in its own order, as one vector env of
+        # all the rows would hand them out, where env by env they come in the order of the first env that has each)
+        assert_same(theirs, merging.merge_infos(entries, size, row_of), ordered=False)
+        listed = list(merging.each(entries))
+        assert [e for e, _ in listed] == [e for e, _ in expanded]
+        for (_, got), (_, want) in zip(listed, expanded):
+            assert_same(gymnasiums([(0, want)], 1), gymnasiums([(0, got)], 1))
+
+
+@pytest.mark.parametrize(("info", "match"), [
+    ({"a": np.zeros(3)}, r"info\['a'\] is not one value per sub-env \(4\): ndarray"),
+    ({"a": np.zeros(4), "_a": np.zeros(3, bool)}, r"info\['_a'\] is not one bool per sub-env \(4\): shape \(3,\)"),
+    ({"a": 1.0}, r"info\['a'\] is not one value per sub-env \(4\): float"),
+    ({"a": np.float64(1.0)}, r"info\['a'\] is not one value per sub-env \(4\): float64"),
+    ({"a": "abcd"}, r"info\['a'\] is not one value per sub-env \(4\): str"),
+    ({"e": {"r": np.zeros(2)}}, r"info\['r'\] is not one value per sub-env \(4\)"),
+])
+def test_blocks_not_in_vector_form_are_refused(info, match):
+    with pytest.raises(ValueError, match=match):
+        merging.check_block(info, 4)

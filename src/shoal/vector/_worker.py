@@ -33,7 +33,7 @@ from shoal.vector._counters import Counters
 from shoal.vector.channel import Channel
 from shoal.vector.engine import Command, LooseObs, Op, Sequences, run_of
 from shoal.vector.info_table import InfoTable
-from shoal.vector.infos import Entry, Finals
+from shoal.vector.infos import Block, Entry, Finals, unbatch_info
 from shoal.vector.heap import retain_freed_memory
 from shoal.vector.link import Link, Spin
 
@@ -132,7 +132,7 @@ def _unpicklable(value: Any, ids: Any, exc: Exception) -> Exception:
     if isinstance(value, LooseObs):
         parts += _entry_parts(value.entries)
         parts += [(env_id, "observation", obs) for env_id, obs in value.values.items()]
-    elif isinstance(value, list) and all(type(v) is Finals or isinstance(v, tuple) and len(v) == 2
+    elif isinstance(value, list) and all(type(v) in (Finals, Block) or isinstance(v, tuple) and len(v) == 2
                                          and isinstance(v[1], dict) and isinstance(v[0], int) for v in value):
         parts += _entry_parts(value)
     elif isinstance(value, list) and ids is not None and len(value) == len(ids):
@@ -156,6 +156,8 @@ def _entry_parts(entries: list[Entry]) -> list[tuple[int, str, Any]]:
             values = [] if entry.obs is None else entry.obs  # None: in shared memory, pickled fine
             parts += [(env_id, "observation", obs) for env_id, obs in zip(entry.ids.tolist(), values)]
             parts += [(env_id, "info", info) for env_id, info in zip(entry.ids.tolist(), entry.infos)]
+        elif isinstance(entry, Block):
+            parts += [(entry.start + j, "info", info) for j, info in enumerate(unbatch_info(entry.info, entry.size))]
         else:
             parts.append((entry[0], "info", entry[1]))
     return parts

@@ -61,17 +61,34 @@ class Columns(NamedTuple):
         return column_entries(self.ids.tolist(), self.keys, self.kinds, dtypes, self.words)  # type: ignore[no-any-return]
 
 
-Entry = Union[tuple[int, dict[str, Any]], Finals]
-"""An info entry: one env's info, or the :class:`Finals` of several."""
+class Block(NamedTuple):
+    """The infos of consecutive envs ``start`` .. ``start + size - 1`` in Gymnasium's vector form, as one vector env
+    returned them for its sub-envs (a hosted unit, :mod:`shoal.vector.hosted`): merged a key at a time
+    (:func:`add_block`), not taken apart into a dict per env and batched back, which cost a unit of 2048 sub-envs with
+    one info ~10 times its step."""
+
+    start: int
+    size: int
+    info: dict[str, Any]
+
+
+Entry = Union[tuple[int, dict[str, Any]], Finals, Block]
+"""An info entry: one env's info, the :class:`Finals` of several, or the :class:`Block` of several."""
 Received = Union[Entry, Columns]
 """An info entry as the calling process may receive it: an :data:`Entry`, or the :class:`Columns` of several envs."""
 
 
-def each(entries: Iterable[Received]) -> Iterator[Entry]:
-    """``entries`` with each :class:`Columns` given as the ``(env_id, info)`` entries it holds."""
+def each(entries: Iterable[Received]) -> Iterator[tuple[int, dict[str, Any]] | Finals]:
+    """``entries`` with each :class:`Columns` and :class:`Block` given as the ``(env_id, info)`` entries it holds
+    (a block's envs without infos left out)."""
     for entry in entries:
-        if type(entry) is Columns:
-            yield from entry.entries()
+        kind = type(entry)
+        if kind is Columns:
+            yield from entry.entries()  # type: ignore[union-attr]
+        elif kind is Block:
+            block: Block = entry  # type: ignore[assignment]
+            rows = unbatch_info(block.info, block.size)
+            yield from ((block.start + j, row) for j, row in enumerate(rows) if row)
         else:
             yield entry  # type: ignore[misc]
 
@@ -99,7 +116,8 @@ def by_env(parts: InfoParts, n: int) -> tuple[list[dict[str, Any]], list[Finals]
             finals.append(entry)
         else:
             env, info = entry
-            infos[env if rows is None else rows[env]].update(owned(info))
+            infos[env if rows is None else rows[env]].update(owned(info))  # (a block's rows are new dicts already:
+            # copied once more here, on a path that makes a dict per env anyway)
     return infos, finals
 
 
@@ -162,6 +180,9 @@ def merge_infos(
             if not _add_columns(infos, entry, size, row_of):  # type: ignore[arg-type]
                 for env_id, info in entry.entries():  # type: ignore[union-attr]
                     add_info(infos, info, env_id if row_of is None else row_of[env_id], size)
+        elif kind is Block:
+            block: Block = entry  # type: ignore[assignment]
+            add_block(infos, block.info, _block_rows(block.start, block.size, row_of), block.size, size)
         else:
             finals: Finals = entry  # type: ignore[assignment]
             ids = finals.ids if row_of is None else np.array([row_of[e] for e in finals.ids.tolist()], dtype=np.intp)
@@ -199,3 +220,123 @@ def _schema(keys: tuple[Any, ...], kinds: tuple[type, ...]) -> tuple[tuple[str, 
         _SCHEMAS.clear()
     _SCHEMAS[keys, kinds] = schema
     return schema
+
+
+def _block_rows(start: int, count: int, row_of: dict[int, int] | None) -> slice | np.ndarray:
+    """The rows of envs ``start`` .. ``start + count - 1`` in a batch (``row_of``: each env's row; None: env ids):
+    a slice where they are consecutive there (a unit's envs come in order within its group's answer)."""
+    if row_of is None:
+        return slice(start, start + count)
+    rows = np.fromiter((row_of[env] for env in range(start, start + count)), np.intp, count)
+    if count and (np.diff(rows) == 1).all():
+        return slice(int(rows[0]), int(rows[0]) + count)
+    return rows
+
+
+def add_block(infos: dict[str, Any], info: dict[str, Any], rows: slice | np.ndarray, n: int, size: int,
+              among: np.ndarray | None = None) -> None:
+    """Add ``info``, in Gymnasium's vector form for ``n`` envs (checked: :func:`check_block`), at ``rows`` (one per
+    env) of the vector ``infos`` of a batch of ``size``, as :func:`add_info` of each env's :func:`unbatch_info` dict
+    would: a key at a time where that gives the same arrays (its values in a numeric or bool array, and ``infos``
+    without the key or holding an array of that dtype and shape; nested dicts alike), else that key env by env.
+    ``among``: the envs whose values count (a mask; None: all), the envs of a nested dict's key."""
+    for key, value in info.items():
+        if isinstance(key, str) and key.startswith("_") and key[1:] in info:
+            continue  # a mask
+        mask = info.get(f"_{key}")
+        if mask is None:
+            present = among
+        else:
+            present = np.asarray(mask, np.bool_) if among is None else among & np.asarray(mask, np.bool_)
+        if present is not None:
+            count = np.count_nonzero(present)
+            if not count:
+                continue
+            present = None if count == n else present
+        held = infos.get(key)
+        if isinstance(value, dict) and (held is None or isinstance(held, dict)):
+            nested = {} if held is None else held
+            add_block(nested, value, rows, n, size, present)
+            infos[key] = nested
+        elif (isinstance(value, np.ndarray) and value.dtype.kind in "biufc" and key not in ("final_obs", "final_info")
+              and (held is None or type(held) is np.ndarray and held.dtype == value.dtype
+                   and held.shape[1:] == value.shape[1:])):
+            array = np.zeros((size, *value.shape[1:]), value.dtype) if held is None else held
+            _put(array, rows, present, value)
+            infos[key] = array
+        else:
+            column = unbatch_info({key: value}, n)
+            for j in range(n) if present is None else np.flatnonzero(present).tolist():
+                add_info(infos, column[j], rows.start + j if isinstance(rows, slice) else int(rows[j]), size)
+            continue  # (add_info set the mask)
+        marks = infos.get(f"_{key}")
+        if marks is None:
+            marks = infos[f"_{key}"] = np.zeros(size, dtype=np.bool_)
+        _put(marks, rows, present, True)
+
+
+def _mask(info: dict[str, Any], key: Any, value: Any, n: int) -> Any:
+    """The mask ``info["_" + key]`` of which of the ``n`` envs have ``info[key]`` (None where it has none: all), or a
+    ValueError where the mask or the value is not one per env."""
+    mask = info.get(f"_{key}")
+    if mask is not None and np.shape(mask) != (n,):
+        raise ValueError(f"info[{'_' + str(key)!r}] is not one bool per sub-env ({n}): shape {np.shape(mask)}")
+    if not isinstance(value, dict) and (isinstance(value, (str, bytes)) or _length(value) != n):
+        raise ValueError(f"info[{key!r}] is not one value per sub-env ({n}): {type(value).__name__}")
+    return mask
+
+
+def _length(value: Any) -> int | None:
+    """``len(value)``, or None where it has none (a number, a 0-d array)."""
+    try:
+        return len(value)
+    except TypeError:
+        return None
+
+
+def check_block(info: dict[str, Any], n: int) -> None:
+    """A ValueError where ``info`` is not in Gymnasium's vector form for ``n`` envs (each value, and each mask, one
+    per env; nested dicts alike): what :func:`add_block` merges without a check of its own."""
+    for key, value in info.items():
+        if isinstance(key, str) and key.startswith("_") and key[1:] in info:
+            continue
+        _mask(info, key, value, n)
+        if isinstance(value, dict):
+            check_block(value, n)
+
+
+def _put(array: np.ndarray, rows: slice | np.ndarray, present: np.ndarray | None, values: Any) -> None:
+    """Write ``values`` (one per env of a block, or one for all) at the rows of the envs ``present`` (a mask; None:
+    all) among the block's ``rows``: through a view where the rows are a slice, with no index array made."""
+    if present is None:
+        array[rows] = values
+    elif isinstance(rows, slice):
+        view = array[rows]
+        np.copyto(view, values, where=present if view.ndim == 1 else present.reshape(-1, *[1] * (view.ndim - 1)))
+    else:
+        array[rows[present]] = values[present] if isinstance(values, np.ndarray) else values
+
+
+def unbatch_info(info: dict, n: int) -> list[dict]:
+    """Gymnasium's vector form of infos (``info[key][j]`` where ``info["_" + key][j]``; nested dicts alike) as one
+    dict per sub-env, each value of the type that Gymnasium's vector form batches back into the same array."""
+    rows: list[dict] = [{} for _ in range(n)]
+    for key, value in info.items():
+        if isinstance(key, str) and key.startswith("_") and key[1:] in info:
+            continue
+        mask = _mask(info, key, value, n)
+        present = range(n) if mask is None else np.flatnonzero(mask).tolist()
+        if isinstance(value, dict):
+            nested = unbatch_info(value, n)
+            for j in present:
+                rows[j][key] = nested[j]
+        elif isinstance(value, np.ndarray) and value.dtype == np.bool_:  # (a Python bool made it: np.bool_ makes an
+            for j in present:  # object array there, as any other type that is not a number)
+                rows[j][key] = bool(value[j])
+        elif isinstance(value, np.ndarray) and value.ndim > 1:
+            for j in present:
+                rows[j][key] = value[j].copy()
+        else:
+            for j in present:
+                rows[j][key] = value[j]
+    return rows

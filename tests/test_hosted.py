@@ -147,11 +147,11 @@ def test_asynchronous_batches_carry_each_units_infos_at_its_rows(mode):
         ref.close()
 
 
-@pytest.mark.parametrize("config", BACKENDS, ids=["serial", "mp-inline"])
-def test_record_episode_statistics_on_each_unit_reports_as_on_one_vector_env_of_them_all(config):
+def test_record_episode_statistics_on_each_unit_reports_as_on_one_vector_env_of_them_all(backend):
     """Gymnasium's vector RecordEpisodeStatistics (its ``episode`` values without masks of their own, under
-    ``_episode``) on each unit: the episodes' returns and lengths, at their rows, as the wrapper on one SyncVectorEnv
-    of all the sub-envs reports them (their times differ)."""
+    ``_episode``) on each unit, on every backend (a unit's infos go back as one Block): the episodes' returns and
+    lengths, at their rows, as the wrapper on one SyncVectorEnv of all the sub-envs reports them (their times
+    differ)."""
     m, n = 4, 3
 
     def units(count):
@@ -159,7 +159,7 @@ def test_record_episode_statistics_on_each_unit_reports_as_on_one_vector_env_of_
             gym.vector.SyncVectorEnv([lambda: gym.make("CartPole-v1", max_episode_steps=12)] * count))
 
     ref = units(m * n)
-    with shoal.make(functools.partial(units, m), n, **config) as envs:
+    with shoal.make(functools.partial(units, m), n, **backend) as envs:
         envs.reset(seed=1)
         ref.reset(seed=1)
         rng = np.random.default_rng(3)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import collections
 import enum
+import pickle
 import sys
 import types
 
@@ -283,6 +284,9 @@ def test_blocks_merge_as_their_rows_added_one_by_one():
         # (the same keys, not always in the same order: a block's keys come in its own order, as one vector env of
         # all the rows would hand them out, where env by env they come in the order of the first env that has each)
         assert_same(theirs, merging.merge_infos(entries, size, row_of), ordered=False)
+        # as a worker's answer brings them, pickled
+        sent = pickle.loads(pickle.dumps(entries, protocol=pickle.HIGHEST_PROTOCOL))
+        assert_same(theirs, merging.merge_infos(sent, size, row_of), ordered=False)
         listed = list(merging.each(entries))
         assert [e for e, _ in listed] == [e for e, _ in expanded]
         for (_, got), (_, want) in zip(listed, expanded):
@@ -300,3 +304,4 @@ def test_blocks_merge_as_their_rows_added_one_by_one():
 def test_blocks_not_in_vector_form_are_refused(info, match):
     with pytest.raises(ValueError, match=match):
         merging.check_block(info, 4)
+

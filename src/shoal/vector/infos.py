@@ -241,7 +241,7 @@ def add_block(infos: dict[str, Any], info: dict[str, Any], rows: slice | np.ndar
     without the key or holding an array of that dtype and shape; nested dicts alike), else that key env by env.
     ``among``: the envs whose values count (a mask; None: all), the envs of a nested dict's key."""
     for key, value in info.items():
-        if isinstance(key, str) and key.startswith("_") and key[1:] in info:
+        if _is_mask(info, key):
             continue  # a mask
         mask = info.get(f"_{key}")
         if mask is None:
@@ -275,6 +275,11 @@ def add_block(infos: dict[str, Any], info: dict[str, Any], rows: slice | np.ndar
         _put(marks, rows, present, True)
 
 
+def _is_mask(info: dict[str, Any], key: Any) -> bool:
+    """Whether ``info[key]`` is another key's mask (``_a`` where ``info`` has ``a``)."""
+    return isinstance(key, str) and key.startswith("_") and key[1:] in info
+
+
 def _mask(info: dict[str, Any], key: Any, value: Any, n: int) -> Any:
     """The mask ``info["_" + key]`` of which of the ``n`` envs have ``info[key]`` (None where it has none: all), or a
     ValueError where the mask or the value is not one per env."""
@@ -298,7 +303,7 @@ def check_block(info: dict[str, Any], n: int) -> None:
     """A ValueError where ``info`` is not in Gymnasium's vector form for ``n`` envs (each value, and each mask, one
     per env; nested dicts alike): what :func:`add_block` merges without a check of its own."""
     for key, value in info.items():
-        if isinstance(key, str) and key.startswith("_") and key[1:] in info:
+        if _is_mask(info, key):
             continue
         _mask(info, key, value, n)
         if isinstance(value, dict):
@@ -322,7 +327,7 @@ def unbatch_info(info: dict, n: int) -> list[dict]:
     dict per sub-env, each value of the type that Gymnasium's vector form batches back into the same array."""
     rows: list[dict] = [{} for _ in range(n)]
     for key, value in info.items():
-        if isinstance(key, str) and key.startswith("_") and key[1:] in info:
+        if _is_mask(info, key):
             continue
         mask = _mask(info, key, value, n)
         present = range(n) if mask is None else np.flatnonzero(mask).tolist()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import signal
+import threading
 import time
 
 import gymnasium as gym
@@ -494,3 +495,55 @@ def test_first_envs_to_finish_step_each_env_as_pufferlib(name):
         assert min(len(theirs[r]), len(ours[r])) >= 40, f"row {r}: {len(theirs[r])} and {len(ours[r])} batches"
         assert theirs[r][:40] == ours[r][:40], f"row {r}"
         assert any(t or u for _, _, t, u, _ in ours[r]), f"row {r}: no episode ended"
+
+
+def _puffer_creator(buf=None, seed=0):
+    env = gym.wrappers.RecordEpisodeStatistics(gym.make("CartPole-v1"))  # (its episode returns and lengths: the
+    return pufferlib.emulation.GymnasiumPufferEnv(env=env, buf=buf, seed=seed)  # trainer's stats, from the infos)
+
+
+@pytest.mark.filterwarnings("ignore:In CPU autocast:UserWarning")  # (the trainer's float32 autocast on CPU)
+def test_pufferlibs_trainer_collects_on_shoal_what_it_collects_on_pufferlib(tmp_path):
+    """PufferLib's trainer, ``pufferlib.pufferl.PuffeRL``, on shoal's vecenv beside its own (Multiprocessing, 8
+    CartPoles in RecordEpisodeStatistics, 2 workers): three ``evaluate()`` rollouts of the same policy, torch seeded
+    alike, fill its buffers (observations, actions, log-probabilities, rewards, terminals) with the same values, and
+    the episode returns and lengths it logs from the infos agree. (Its ``train()`` needs pufferlib-core's ``_C``
+    extension, built for CUDA torch 2.9, which does not load beside the CPU torch here.)"""
+    pufferl = pytest.importorskip("pufferlib.pufferl", reason="PufferLib's trainer imports pyro: pip install pyro-ppl "
+                                                               "rich-argparse (.ci/run does)")
+    import pufferlib.models
+    import torch
+
+    config = dict(
+        torch_deterministic=True, seed=1, batch_size=128, bptt_horizon=16, device="cpu", cpu_offload=False,
+        use_rnn=False, minibatch_size=128, max_minibatch_size=128, update_epochs=1, compile=False,
+        compile_mode="default", compile_fullgraph=True, optimizer="adam", learning_rate=3e-3, adam_beta1=0.9,
+        adam_beta2=0.999, adam_eps=1e-8, total_timesteps=512, precision="float32", data_dir=str(tmp_path),
+        env="cartpole",
+    )
+
+    def rollouts(make):
+        vecenv = make(_puffer_creator, backend=pufferlib.vector.Multiprocessing, num_envs=8, num_workers=2,
+                      batch_size=8)
+        try:
+            torch.manual_seed(0)
+            trainer = pufferl.PuffeRL(dict(config), vecenv, pufferlib.models.Default(vecenv.driver_env))
+            filled = []
+            for _ in range(3):
+                stats = trainer.evaluate()
+                filled.append([buffer.clone() for buffer in (trainer.observations, trainer.actions,
+                                                             trainer.logprobs, trainer.rewards, trainer.terminals)])
+            return filled, {key: list(values) for key, values in stats.items() if key != "episode/t"}
+        finally:
+            for thread in threading.enumerate():  # the trainer's monitor, a thread that is no daemon (started before
+                if isinstance(thread, pufferl.Utilization):  # anything in its __init__ can fail)
+                    thread.stop()
+                    thread.join()
+            vecenv.close()
+
+    mine, my_stats = rollouts(shoal.pufferlib.make)
+    theirs, their_stats = rollouts(pufferlib.vector.make)
+    for k, (got, want) in enumerate(zip(mine, theirs)):
+        for name, a, b in zip(("observations", "actions", "logprobs", "rewards", "terminals"), got, want):
+            assert torch.equal(a, b), f"evaluate() {k}: {name}"
+    assert my_stats == their_stats and len(my_stats["episode/r"]) > 8

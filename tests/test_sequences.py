@@ -35,6 +35,12 @@ def test_sequences_match_stepping_by_hand(backend, gamma):
     _match_stepping_by_hand(backend, gamma, calls=6, longest=4)
 
 
+def test_sequences_of_one_action_each_match_stepping_by_hand(backend):
+    """A call whose every sequence is one action goes as a plain step (no command per group, nothing to sum): the same
+    observations, rewards, flags and steps_taken as a step of the envs by hand, next-step autoresets counting 0."""
+    _match_stepping_by_hand(backend, 0.9, calls=14, longest=1, shortest=1)
+
+
 def test_sequences_beyond_the_workers_shared_area_go_pickled_and_still_match(monkeypatch):
     """A worker reads its group's action sequences from a shared area of ``SEQUENCE_ROWS`` actions per env of the
     group; a group whose sequences do not fit gets them pickled. With 2 per env (a region of 6 actions for a group of
@@ -54,7 +60,7 @@ def test_sequences_beyond_the_workers_shared_area_go_pickled_and_still_match(mon
     assert True in fitted and False in fitted, fitted
 
 
-def _match_stepping_by_hand(options, gamma, calls, longest):
+def _match_stepping_by_hand(options, gamma, calls, longest, shortest=0):
     n = 6
     fns = [functools.partial(SpaceEnv, "box_f64_2d", "discrete", max_steps=5 + i) for i in range(n)]
     rng = np.random.default_rng(5)
@@ -65,7 +71,7 @@ def _match_stepping_by_hand(options, gamma, calls, longest):
         envs.reset(seed=40)
         ended = np.zeros(n, bool)
         for _ in range(calls):
-            seqs = [rng.integers(-2, 5, size=int(rng.integers(0, longest + 1))) for _ in range(n)]
+            seqs = [rng.integers(-2, 5, size=int(rng.integers(shortest, longest + 1))) for _ in range(n)]
             obs, rew, term, trunc, info = envs.step(seqs, gamma=gamma)
             for i, ref in enumerate(refs):
                 if len(seqs[i]) == 0:  # skipped: no step, reward 0, nothing ended

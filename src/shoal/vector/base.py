@@ -7,6 +7,7 @@ backends only move commands and results (:mod:`shoal.vector.transport`).
 
 from __future__ import annotations
 
+import functools
 import os
 import warnings
 import weakref
@@ -468,26 +469,30 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):  # type: ignore[misc]
                 return
             batch = self._check_actions(self._single_action, actions, len(ids), "actions")
             self._check_env_actions(ids, batch, None)
-            own = self._own_rows
-            if (own is not None and type(batch) is np.ndarray and batch.nbytes >= IN_PLACE_FROM
-                    and batch.dtype == self._buffers.actions.dtype):
-                # Synchronous: the engines in this process read their rows of the checked batch where they are (their
-                # envs get them read-only), and only the workers' rows are written
-                if own.stop < self.num_envs:
-                    self._buffers.actions[own.stop :] = batch[own.stop :]
-                self._dispatch_step(ids, ids, own_actions=batch[own])
-                return
-            self._action_layout.write(self._buffers.actions, self._held_rows, batch)
-            if self._action_layout.loose:  # leaves without a fixed size go with the command, one tuple per env
-                held = self._sending
-                per_env = list(zip(*self._action_layout.loose_values(batch)))
-                starts = np.cumsum([0] + [len(self.groups[g]) for g in held]).tolist()
-                commands = {
-                    g: Command(Op.STEP, self._group_ids(g), per_env[a:b]) for g, a, b in zip(held, starts, starts[1:])
-                }
-                self._dispatch_step(ids, ids, commands)
-                return
-            self._dispatch_step(ids, ids)
+            self._send_batch(ids, batch)
+
+    def _send_batch(self, ids: np.ndarray, batch: Any) -> None:
+        """Start a step of the held envs ``ids`` with ``batch``, one checked action each."""
+        own = self._own_rows
+        if (own is not None and type(batch) is np.ndarray and batch.nbytes >= IN_PLACE_FROM
+                and batch.dtype == self._buffers.actions.dtype):
+            # Synchronous: the engines in this process read their rows of the checked batch where they are (their
+            # envs get them read-only), and only the workers' rows are written
+            if own.stop < self.num_envs:
+                self._buffers.actions[own.stop :] = batch[own.stop :]
+            self._dispatch_step(ids, ids, own_actions=batch[own])
+            return
+        self._action_layout.write(self._buffers.actions, self._held_rows, batch)
+        if self._action_layout.loose:  # leaves without a fixed size go with the command, one tuple per env
+            held = self._sending
+            per_env = list(zip(*self._action_layout.loose_values(batch)))
+            starts = np.cumsum([0] + [len(self.groups[g]) for g in held]).tolist()
+            commands = {
+                g: Command(Op.STEP, self._group_ids(g), per_env[a:b]) for g, a, b in zip(held, starts, starts[1:])
+            }
+            self._dispatch_step(ids, ids, commands)
+            return
+        self._dispatch_step(ids, ids)
 
     def send_sequences(self, values: Any, offsets: Any, gamma: float | None = None) -> None:
         """:meth:`send` of action sequences given flat: env ``j`` of the batch runs ``values[offsets[j]:offsets[j+1]]``.
@@ -522,6 +527,11 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):  # type: ignore[misc]
             raise ConfigError(self._no_sequences)  # otherwise raise it with a later batch)
         self._check_env_actions(ids, values, offsets)
         held = self._sending
+        if len(values) == len(ids) and np.array_equal(offsets, _one_each(len(ids))):
+            # one action each: a plain step (no command per group, nothing to sum), its steps_taken reported
+            self._send_batch(ids, values)
+            self._used_sequences |= set(held)
+            return
         starts = list(accumulate((len(self.groups[g]) for g in held[:-1]), initial=0))
         parts = Sequences(values, offsets, gamma).split(starts)
         commands = {g: Command(Op.SEQUENCES, self._group_ids(g), p) for g, p in zip(held, parts)}
@@ -991,6 +1001,14 @@ kind of engine took that path: CartPole x 8 on 2 processes stepped ~4% slower wi
 
 _ALL = slice(None)
 """The rows of a synchronous batch: every env's."""
+
+
+@functools.lru_cache(maxsize=16)
+def _one_each(n: int) -> np.ndarray:
+    """The offsets of ``n`` sequences of one action each, ``0 .. n`` (read-only: kept for the next call)."""
+    offsets = np.arange(n + 1, dtype=np.int64)
+    offsets.flags.writeable = False
+    return offsets
 
 
 def _take(array: np.ndarray, rows: Any) -> np.ndarray:

@@ -1,6 +1,7 @@
 """shoal's merge of per-env infos into Gymnasium's vector form against Gymnasium's own (``VectorEnv._add_info``,
 env by env): the same keys in the same order, dtypes, values and masks, for every kind of info, and add_info (in C)
-path by path, its errors and its references. (Columns, which merge a key at a time: tests/test_info_table.py.)"""
+path by path, its errors and its references; Blocks (a hosted vector env's infos, in vector form) against their rows
+added one by one. (Columns, which merge a key at a time: tests/test_info_table.py.)"""
 
 from __future__ import annotations
 

@@ -35,7 +35,8 @@ from shoal.vector.infos import Block, Entry, Finals, owned
 
 InfoEntries = list[Entry]
 """``(env_id, info)`` pairs in env order; in same-step mode, the :class:`~shoal.vector.infos.Finals` of the envs
-that ended where the first of them is (an ended env's pair is then its reset's info)."""
+that ended where the first of them is (an ended env's pair is then its reset's info); from an engine that hosts
+vector envs, the :class:`~shoal.vector.infos.Block` of each one's infos after them."""
 
 
 class Op(IntEnum):

@@ -31,7 +31,7 @@ from gymnasium.vector import AutoresetMode
 
 from shoal.errors import EnvError, ResetNeededError, ShoalError
 from shoal.vector.buffers import Buffers
-from shoal.vector.infos import Block, Entry, Finals, owned
+from shoal.vector.infos import Entry, Finals, owned
 
 InfoEntries = list[Entry]
 """``(env_id, info)`` pairs in env order; in same-step mode, the :class:`~shoal.vector.infos.Finals` of the envs
@@ -572,6 +572,4 @@ def split_by(ids: np.ndarray, keys: np.ndarray) -> tuple[list[int], list[np.ndar
 
 
 def _env_of(entry: Entry) -> int:
-    if isinstance(entry, Block):
-        return entry.start
-    return int(entry.ids[0]) if isinstance(entry, Finals) else entry[0]
+    return int(entry.ids[0]) if isinstance(entry, Finals) else entry[0]  # (a Block's first field is its first env)

@@ -335,7 +335,7 @@ class HostedEngine(Engine):
         try:
             check_block(info, self._m)
         except ValueError as exc:
-            raise self._bad(unit, what, f"info not in Gymnasium's vector form ({exc})") from None
+            raise self._not_vector_form(unit, what, exc) from None
         self._blocks.append(Block(unit * self._m, self._m, info))
 
     def _unbatched(self, unit: int, info: dict, what: str) -> list[dict]:
@@ -344,7 +344,10 @@ class HostedEngine(Engine):
         try:
             return unbatch_info(info, self._m)
         except (TypeError, ValueError, IndexError, KeyError) as exc:
-            raise self._bad(unit, what, f"info not in Gymnasium's vector form ({exc})") from None
+            raise self._not_vector_form(unit, what, exc) from None
+
+    def _not_vector_form(self, unit: int, what: str, exc: Exception) -> EnvOutputError:
+        return self._bad(unit, what, f"info not in Gymnasium's vector form ({exc})")
 
     def _finals(self, unit: int, rows: np.ndarray, info: dict) -> Finals:
         """The ended sub-envs of a same-step call, their last observations and infos out of ``info``."""

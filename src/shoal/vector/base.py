@@ -2,15 +2,15 @@
 
 ``reset``/``step`` are ``*_async`` + ``*_wait`` (``send``/``recv``); the async state machine, input checks, the
 first-N-of-M batching and the assembly of results live here. Engines own per-env semantics (autoreset, sequences);
-backends only move commands and results (:mod:`shoal.vector.transport`).
+backends only move commands and results (:mod:`shoal.vector.transport`). Beside it: the layout of envs into groups
+and workers (:mod:`~shoal.vector.layout`), calls (:mod:`~shoal.vector.calls`), what an interrupted call leaves
+(:mod:`~shoal.vector.recovery`) and whose the backend is across forks (:mod:`~shoal.vector.ownership`).
 """
 
 from __future__ import annotations
 
 import functools
-import os
 import warnings
-import weakref
 from collections.abc import Mapping
 from contextlib import nullcontext
 from itertools import accumulate
@@ -23,7 +23,6 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space, iterate
 
 from shoal.errors import (
-    ClosedError,
     ConfigError,
     MissingDependencyError,
     NotResetError,
@@ -31,7 +30,6 @@ from shoal.errors import (
     ResetArgumentTypeError,
     ResetNeededError,
     UnpicklableError,
-    WaitTimeoutError,
 )
 from shoal.spaces import Layout
 from shoal.vector.buffers import BufferSpec
@@ -46,27 +44,22 @@ from shoal.vector.checks import (
     parse_autoreset_mode,
 )
 from shoal.vector.copies import SPLIT_FROM, SplitCopies, copy_out
-from shoal.vector.cpus import usable_cores
 from shoal.vector.engine import Command, LooseObs, Op, Sequences, split_by
 from shoal.vector.infos import InfoParts, merge_infos
-from shoal.vector.load import BUSY, ShareCost, choose_workers, other_runnable
+from shoal.vector.layout import checked_batch_size, group_layout, worker_count
+from shoal.vector.load import BUSY, ShareCost
+from shoal.vector.ownership import Owned
+from shoal.vector.recovery import Recovery
 from shoal.vector._guard import CallGuard
-from shoal.vector.state import AsyncState, check_idle, check_timeout, check_waiting, guarded, refuse_concurrent, whole
+from shoal.vector.state import AsyncState, check_timeout, guarded, refuse_concurrent, whole
 from shoal.vector.transport import EngineFactory, Transport
 
 Backend = Literal["serial", "multiprocessing", "ray"]
 _Self = TypeVar("_Self", bound="VectorEnv")
 
 
-def split_groups(num_envs: int, num_groups: int) -> list[range]:
-    """``num_envs`` consecutive env ids split into ``num_groups`` ranges whose sizes differ by at most one."""
-    base, extra = divmod(num_envs, num_groups)
-    bounds = np.cumsum([0] + [base + (g < extra) for g in range(num_groups)])
-    return [range(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
-
-
 # np_random and np_random_seed are per-env tuples, as on Gymnasium's Sync/AsyncVectorEnv (the base class types one)
-class VectorEnv(Calls, gymnasium.vector.VectorEnv):  # type: ignore[misc]
+class VectorEnv(Calls, Recovery, Owned, gymnasium.vector.VectorEnv):  # type: ignore[misc]
     """A batch of envs stepped by a backend, behind Gymnasium's ``VectorEnv`` API.
 
     Build one with :func:`shoal.make`, :class:`shoal.AtariVectorEnv` or the drop-in
@@ -114,10 +107,8 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):  # type: ignore[misc]
         share_cost: ShareCost | None = None,
     ) -> None:
         self.closed = True  # until the backend is up, so __del__ of a half-built env does nothing
-        self._owner: int | None = None  # in a child forked from the process that made it: that process (_disown)
-        self._made_in: int | None = None  # where a backend other processes share was made (_own_backend)
         self._guard = CallGuard(refuse_concurrent)  # one call at a time, whichever threads call (see state.py)
-        _MADE.add(self)
+        self._track()  # (shoal.vector.ownership)
         if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)) or num_envs < 1:
             raise ConfigError(f"num_envs must be a positive integer, got {num_envs!r}")
         self.num_envs = int(num_envs)
@@ -126,13 +117,19 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):  # type: ignore[misc]
         workers' shares are made of whole units of that many rows."""
         self.autoreset_mode = parse_autoreset_mode(autoreset_mode)
         self.backend = backend
-        self._others = 0.0  # runnable tasks besides this one when the default number of workers was chosen
-        self._alone = False  # the default chose the calling process alone (shoal.vector.load)
         # The default may follow load and cost (shoal.vector.load) where no worker processes were asked for (a start
         # method, or every env in a worker): it may choose the calling process alone.
         chooses = batch_size in (None, num_envs) and context is None and inline is not False
-        self.num_workers = self._num_workers(backend, num_workers, address, share_cost if chooses else None)
-        self.batch_size = self._batch_size(batch_size)
+        units = self.num_envs // rows_per_env
+        workers = worker_count(
+            backend, num_workers, units=units, rows=rows_per_env, address=address,
+            share_cost=share_cost if chooses else None,
+        )
+        # _others: runnable tasks besides this one when the default chose; _alone: it chose the calling process alone
+        self.num_workers, self._others, self._alone = workers
+        self.batch_size = checked_batch_size(
+            batch_size, num_envs=self.num_envs, rows=rows_per_env, num_workers=self.num_workers
+        )
         self.is_async = self.batch_size < self.num_envs
         if inline is None:  # the calling process steps a share; all of them where the default chose it alone
             inline = backend == "multiprocessing" and not self.is_async and (self.num_workers > 1 or self._alone)
@@ -169,7 +166,9 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):  # type: ignore[misc]
             self.observation_space = observation_space or batch_space(single_observation_space, self.batch_size)
         self.action_space = batch_space(single_action_space, self.batch_size)
 
-        self.groups, hosts = self._layout()
+        self.groups, hosts = group_layout(
+            num_envs=self.num_envs, rows=rows_per_env, num_workers=self.num_workers, batch_size=self.batch_size
+        )
         self._owners = np.repeat(np.arange(len(self.groups)), [len(g) for g in self.groups])  # env -> its group
         self._batches: dict[tuple[int, ...], tuple[np.ndarray, Any, Any]] = {}  # held groups -> see _hold
         spec = BufferSpec(self.num_envs, self._obs_layout, self._action_layout, dict(extras or {}))
@@ -221,100 +220,7 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):  # type: ignore[misc]
         b = self._buffers
         return (self._obs_slot0, b.rewards, b.terminations, b.truncations, *b.extras.values())
 
-    def _own_backend(self) -> None:
-        """Tie the backend's life to this object: it is closed by :meth:`close`, or when this object is garbage
-        collected or the interpreter exits (then at once, without the grace ``close()`` gives workers to finish),
-        so workers never outlive the shared memory they write, and none keeps the interpreter from exiting."""
-        self._finalizer = weakref.finalize(self, self._transport.close, True)
-        if self._transport.shared:  # (workers, Ray actors: a forked child disowns it)
-            self._made_in = os.getpid()
-
-    def _disown(self) -> None:
-        """In a child forked from the process that made this vector env: closed here, without a word to its
-        workers, pipes or shared memory, which stay that process's (neither this one's exit nor its garbage
-        collector closes them)."""
-        if self.closed:  # closed in the parent already: it says so here too
-            return
-        if self._finalizer.detach() is not None:
-            self._transport.disown()
-        self.closed = True
-        self._owner = self._made_in
-
     # -- construction ------------------------------------------------------------------------------------------------
-
-    def _num_workers(
-        self, backend: str, num_workers: int | None, address: str | None, share_cost: ShareCost | None
-    ) -> int:
-        """``num_workers`` checked, or the default; ``share_cost``: where the default may follow the machine's load
-        and the env's cost (None: one per core)."""
-        if backend not in ("serial", "multiprocessing", "ray"):
-            raise ConfigError(f"backend must be 'serial', 'multiprocessing' or 'ray', got {backend!r}")
-        if address is not None and backend != "ray":
-            raise ConfigError(f"address= is the Ray cluster to join; it needs backend='ray', not {backend!r}")
-        units = self.num_envs // self.rows_per_env
-        if num_workers is None and backend == "ray":
-            from shoal.vector.ray_transport import cluster_cpus
-
-            return min(units, cluster_cpus(address))
-        if num_workers is None and backend == "multiprocessing" and share_cost is not None:
-            cores = usable_cores()
-            self._others = other_runnable()
-            workers = choose_workers(units, cores, self._others, share_cost)
-            self._alone = workers == 1 < units  # also on one core: a worker process would only add hand-offs
-            return workers
-        if num_workers is None:
-            return 1 if backend == "serial" else min(units, usable_cores())
-        if isinstance(num_workers, bool) or not isinstance(num_workers, (int, np.integer)):
-            raise ConfigError(f"num_workers must be an integer, got {num_workers!r}")
-        if not 1 <= num_workers <= units:
-            raise ConfigError(f"num_workers must be between 1 and {self._units_text(units)}, got {num_workers}")
-        return int(num_workers)
-
-    def _units_text(self, units: int, form: str = "={}") -> str:
-        """How errors name the number of envs: ``num_envs``, or the envs of several rows each."""
-        if self.rows_per_env == 1:
-            return "num_envs" + form.format(units)
-        return f"the number of envs ({units}, of {self.rows_per_env} rows each)"
-
-    def _batch_size(self, batch_size: int | None) -> int:
-        if batch_size is None or batch_size == self.num_envs:
-            return self.num_envs
-        if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)):
-            raise ConfigError(f"batch_size must be an integer, got {batch_size!r}")
-        if not 1 <= batch_size <= self.num_envs:
-            raise ConfigError(f"batch_size must be between 1 and num_envs={self.num_envs}, got {batch_size}")
-        rows, units = self.rows_per_env, self.num_envs // self.rows_per_env
-        if batch_size % rows:
-            raise ConfigError(
-                f"batch_size must be a multiple of {rows} (each env has {rows} rows, its agents or a vector env's "
-                f"sub-envs, and a batch holds whole envs), got {batch_size}"
-            )
-        if units % self.num_workers:
-            raise ConfigError(
-                f"batch_size < num_envs shares the envs evenly among the workers, so "
-                f"{self._units_text(units, ' ({})')} must be divisible by num_workers ({self.num_workers})"
-            )
-        return int(batch_size)
-
-    def _layout(self) -> tuple[list[range], list[list[int]]]:
-        """The groups of envs (each stepped as one; an asynchronous batch is whole groups) and each worker's groups.
-
-        Synchronous: one group per worker. Asynchronous: groups of the largest size that divides both a worker's
-        share and the batch and is at most half a worker's share, so that a worker hosts at least two groups and
-        steps the next one while the caller handles the one it just returned (EnvPool keeps its threads busy the
-        same way, with a queue of envs).
-        """
-        rows, units = self.rows_per_env, self.num_envs // self.rows_per_env
-        if not self.is_async:
-            groups = split_groups(units, self.num_workers)
-            return [_scaled(g, rows) for g in groups], [[g] for g in range(len(groups))]
-        share, batch = units // self.num_workers, self.batch_size // rows
-        size = max(d for d in range(1, max(share // 2, 1) + 1) if share % d == 0 and batch % d == 0)
-        per_worker = share // size
-        groups = split_groups(units, units // size)
-        return [_scaled(g, rows) for g in groups], [
-            list(range(w * per_worker, (w + 1) * per_worker)) for w in range(self.num_workers)
-        ]
 
     def _make_transport(
         self, factory: EngineFactory, spec: BufferSpec, backend: str, hosts: list[list[int]], **options: Any
@@ -857,142 +763,7 @@ class VectorEnv(Calls, gymnasium.vector.VectorEnv):  # type: ignore[misc]
         None: it does not)."""
         return None
 
-    def _check_idle(self, name: str, full: bool = False) -> None:
-        """``name`` starts new work; ``full``: it is a full reset.
 
-        What an interrupt (Ctrl-C during a wait, or while this process stepped its own envs or told the workers to
-        step theirs) left owed by the envs is collected and dropped first, so that no later call takes a stale
-        answer for its own. In synchronous mode that is anything owed while no call is pending (one check per
-        call; a pending call cut short by an interrupt is dropped the same way). In asynchronous mode batches are
-        in flight by design, and only a full reset drops them; a ``send`` after an interrupted ``recv`` is refused
-        as for any pending call (``recv`` again collects it), and after an interrupted ``send`` only a full reset
-        may start new work. A call parks what is in flight before it starts (:meth:`_quiesce_for_call`), so one cut
-        short (not left pending by ``call_async``) owes its own answers alone, and they are dropped here."""
-        if self.closed:
-            self._check_owner(name)
-        elif self.is_async:
-            if self._calling and self._state is AsyncState.DEFAULT:  # a call cut short: it had parked what was
-                self._transport.drain()  # stepping, so what the envs owe is that call's answers alone
-                self._calling = self._interrupted = False
-            if self._interrupted and full:
-                self._drop_owed()
-            elif self._interrupted and self._state is AsyncState.DEFAULT:
-                raise NotResetError(
-                    f"{name}: an interrupt (Ctrl-C) cut short the send that started the last batch, so which envs "
-                    f"are stepping is not known; reset() to go on"
-                )
-        elif self._interrupted or (self._state is AsyncState.DEFAULT and self._transport.owes()):
-            self._drop_owed()
-        check_idle(self._state, self.closed, name)
-        self._handout = None  # the last wait's batch is the caller's (an interrupt may have left this set)
-
-    def _drop_owed(self) -> None:
-        """Collect and drop every answer the envs owe, and what was read and not collected: nothing is pending."""
-        self._transport.drain()
-        self._ready = []
-        self._calling = False
-        if self.is_async and self._held is not None:
-            self._hold(list(range(len(self.groups))))  # nothing is in flight now: the full reset holds its batch
-        self._state = AsyncState.DEFAULT
-        self._interrupted = False
-
-    def _note_interrupt(self, exc: BaseException) -> None:
-        """``exc`` ended a synchronous ``step``/``reset``/``call`` (its two halves in one: ``state.whole``): if it is
-        an interrupt, wherever it landed (in a wait, between the halves, after the answers were read), the next call
-        drops what that one left (:meth:`_check_idle`), as one cut short in its wait does. (In asynchronous mode the
-        halves of a step or reset are the user's to pair, and only the waits' own rule applies; a whole call cut
-        short in its wait is no longer pending, and the next call drops it.)"""
-        if isinstance(exc, Exception):
-            return
-        if not self.is_async:
-            self._interrupted = True
-        elif self._state is AsyncState.WAITING_CALL:  # a whole call's wait: the next call or step drops it
-            self._state = AsyncState.DEFAULT  # (_calling), as a synchronous one does
-
-    def _cut_short(self, exc: BaseException) -> None:
-        """The wait for a pending call's answers ended in ``exc`` (a wait that ends well makes the state default).
-        A timeout, or an interrupt (Ctrl-C), leaves the call pending with what was read kept, so that waiting again
-        collects it (Gymnasium's AsyncVectorEnv keeps an interrupted call pending too; after an interrupt, new work
-        drops it: :meth:`_check_idle`); any other error ends the call, every answer having been read first
-        (:meth:`Transport.collect`). Not a context manager: this is on every step's path, and one costs ~1 us."""
-        if isinstance(exc, WaitTimeoutError):
-            return
-        if isinstance(exc, Exception):
-            self._state = AsyncState.DEFAULT
-        else:
-            self._interrupted = True
-
-    def _check_waiting(self, state: AsyncState, name: str) -> None:
-        if self.closed:
-            self._check_owner(name)
-        check_waiting(self._state, state, self.closed, name)
-
-    def _check_owner(self, name: str) -> None:
-        """Refuse ``name`` in a child forked from the process that made this vector env (:meth:`_disown`)."""
-        if self._owner is not None:
-            raise ClosedError(
-                f"{name}: this vector env belongs to process {self._owner}, which made it; this process is a child "
-                f"forked from it, where it is closed (its workers and shared memory stay that process's): make a new "
-                f"one here"
-            )
-
-    def _in_flight(self) -> list[int]:
-        if not self.is_async or self._held is None:
-            return []
-        taken = set(self._held) | {g for g, _ in self._ready}
-        return [g for g in range(len(self.groups)) if g not in taken]
-
-    def _park_in_flight(self) -> None:
-        """Collect the groups still stepping (async mode) and keep their answers in :attr:`_ready` for the next
-        ``recv``. The answers are looked at, kept (one store), then released by the transport: an interrupt anywhere
-        leaves each answer in the transport, in both places or in :attr:`_ready` alone, never in neither (a copy
-        left in the transport is forgotten before the transport is read again: :meth:`_forget_parked`)."""
-        self._forget_parked()
-        waiting = self._in_flight()
-        if waiting:
-            self._ready = self._ready + self._transport.collect(waiting, keep=True)
-            self._transport.release(waiting)
-
-    def _forget_parked(self) -> None:
-        """Release in the transport the answers already kept in :attr:`_ready` (an interrupt may have come between
-        their keeping and their release)."""
-        if self._ready:
-            self._transport.release([g for g, _ in self._ready])
-
-    def _quiesce_for_call(self) -> None:
-        """Before a call: park what is stepping, then bring every observation back to slot 0, where calls
-        (``restore_state``) rewrite them in place: a slot the torch ops handed out is never written outside a step
-        that aimed at it. From here until the call's answers are collected, they are all the envs owe (async mode:
-        :attr:`_calling`, which lets the next call or step drop them if an interrupt cuts this one short)."""
-        self._park_in_flight()
-        if self._buffers.slots_on[0]:
-            self._buffers.obs_target[:] = 0
-            self._buffers.carry(np.arange(self.num_envs))
-        self._calling = self.is_async
-
-
-def _scaled(units: range, rows: int) -> range:
-    """The rows of a range of units of ``rows`` rows each."""
-    return range(units.start * rows, units.stop * rows)
-
-
-_MADE: weakref.WeakSet[VectorEnv] = weakref.WeakSet()
-"""The vector envs alive in this process (a forked child's: those its parent had)."""
-
-
-def _disown_all() -> None:
-    """Right after a fork, in the child: every vector env with a shared backend is closed here and stays its
-    parent's (:meth:`VectorEnv._disown`). Before this, a child that exited normally (os.fork, then sys.exit) closed
-    its parent's workers on its way out. Only the forking thread follows a fork, so no call guard is held by another
-    thread in the child: each forgets its holder."""
-    for envs in list(_MADE):
-        envs._guard.forget()
-        if envs._made_in is not None:
-            envs._disown()
-
-
-if hasattr(os, "register_at_fork"):  # (no fork, no hook: Windows)
-    os.register_at_fork(after_in_child=_disown_all)
 
 IN_PLACE_FROM = 64 << 10
 """A batch of actions of at least this many bytes is read in place by the engines in the calling process (see

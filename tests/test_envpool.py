@@ -9,13 +9,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import gymnasium
+
 from shoal import envpool as ours
+from shoal.envpool.gymnasium_tasks import DEFAULTS as GYMNASIUM_DEFAULTS
 from shoal.errors import ConfigError, ShoalError
 
 # The real EnvPool package (in the test extra) is compared against. Any ImportError skips: envpool 1.2.7 (what
 # Python 3.13 and 3.14 install) links the system's OpenGL and EGL libraries, which a bare machine may lack (the skip
 # says which).
 real = pytest.importorskip("envpool", exc_type=ImportError)
+pytestmark = pytest.mark.filterwarnings("ignore:.*precision lowered by casting:UserWarning")  # EnvPool's own spaces
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
@@ -34,15 +38,37 @@ def structure(value):
     return (np.asarray(value).dtype.str, np.shape(value))
 
 
+GYMNASIUM_FAMILIES = ("envpool.classic_control", "envpool.toy_text", "envpool.box2d", "envpool.mujoco.gym")
+"""EnvPool's families of tasks that Gymnasium has envs of the same ids for."""
+
+
 def test_task_ids_and_defaults_are_envpools():
+    """The ids: EnvPool's Atari ones, and every one of its Gymnasium-like families that Gymnasium makes here."""
     registry = real.registration.registry.envpools
-    atari = {t for t in real.list_all_envs() if registry[t]["gymnasium"][0] == "envpool.atari"}
-    assert set(ours.list_all_envs()) == atari
+    family = {t: registry[t]["gymnasium"][0] for t in real.list_all_envs()}
+    atari = {t for t, f in family.items() if f == "envpool.atari"}
+    made = set()
+    for task in (t for t, f in family.items() if f in GYMNASIUM_FAMILIES):
+        try:
+            with warnings.catch_warnings():  # Box2D's SWIG module warns as it imports, and must not fail halfway
+                warnings.simplefilter("ignore")
+                gymnasium.make(task).close()
+        except (gymnasium.error.Error, ImportError):  # deprecated ids, mujoco-py's v2/v3, jax's phys2d/ and tabular/
+            continue
+        made.add(task)
+    assert len(made) >= 30
+    assert set(ours.list_all_envs()) == atari | made
     config = real.make_spec("Pong-v5").config._asdict()
     for name, default in ours.DEFAULTS.items():
         if name in ("batch_size", "gym_reset_return_info"):  # EnvPool fills these in from num_envs and the env type
             continue
         assert config[name] == default, name
+    for task in sorted(made):  # the same episode limits, and EnvPool's common keywords' defaults
+        config = real.make_spec(task).config._asdict()
+        assert config["max_episode_steps"] == (gymnasium.spec(task).max_episode_steps or np.iinfo(np.int32).max), task
+        for name, default in GYMNASIUM_DEFAULTS.items():
+            if name not in ("batch_size", "gym_reset_return_info"):
+                assert config[name] == default, (task, name)
 
 
 @pytest.mark.parametrize("kwargs", [{}, {"gray_scale": False, "stack_num": 2, "img_height": 64}])
@@ -139,8 +165,9 @@ def test_asynchronous_batches_like_envpool():
                 obs, reward, term, trunc, info = pool.recv()
                 ids = info["env_id"]
                 assert obs.shape == (2, 4, 84, 84) and ids.dtype == np.int32 and len(set(ids.tolist())) == 2
-                if step == 0:
-                    assert reward.tolist() == [0.0, 0.0] and info["elapsed_step"].tolist() == [0, 0]
+                new = ~np.isin(ids, list(seen))  # an env's first results are its reset's, whichever batch has them
+                assert (reward[new] == 0).all() and (info["elapsed_step"][new] == 0).all(), (step, ids)
+                assert (info["elapsed_step"][~new] > 0).all(), (step, ids)
                 seen |= set(ids.tolist())
                 pool.send(np.zeros(2, np.int32), ids)
                 if seen == {0, 1, 2, 3}:
@@ -217,12 +244,13 @@ def test_mixed_games_in_one_pool():
 
 
 def test_refusals_say_what_to_do():
-    with pytest.raises(ConfigError, match=r"'CartPole-v1' is not an Atari task .*list_all_envs\(\)\)\. For EnvPool's "
-                                          r"other tasks, .* shoal.make\('CartPole-v1', 8\)"):
-        ours.make("CartPole-v1")  # no "did you mean": no ROM is called that
+    with pytest.raises(ConfigError, match=r"'CheetahRun-v1' is not a task of shoal.envpool, .*'HalfCheetah-v5', "
+                                          r"\.\.\.; see list_all_envs\(\)\)\. For any other Gymnasium env, "
+                                          r"shoal.make\(id, num_envs\)"):
+        ours.make("CheetahRun-v1")  # no "did you mean": no ROM is called that
     for other_spelling, task in [("pong", "Pong"), ("ALE/SpaceInvaders-v5", "SpaceInvaders"),
                                  ("BreakoutNoFrameskip-v4", "Breakout"), ("montezuma_revenge", "MontezumaRevenge")]:
-        with pytest.raises(ConfigError, match=rf"Did you mean {task}-v5\? For EnvPool's other tasks"):
+        with pytest.raises(ConfigError, match=rf"Did you mean {task}-v5\? For any other Gymnasium env"):
             ours.make(other_spelling)
     with pytest.raises(ConfigError, match=r"unknown keyword\(s\) \['episodic_lives'\]"):
         ours.make("Pong-v5", episodic_lives=True)
@@ -260,3 +288,176 @@ def test_cleanrl_ppo_atari_envpool_runs_with_only_its_import_changed(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.count("SPS:") == 4
     assert "episodic_return=" in result.stdout  # Breakout games under random-ish play end in ~200 steps each
+
+
+# -- EnvPool's tasks that Gymnasium has too -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("task", ["CartPole-v1", "Pendulum-v1", "FrozenLake-v1", "HalfCheetah-v5"])
+def test_gymnasium_tasks_outputs_and_info_keys_like_envpool(task):
+    """EnvPool's form: one env's spaces (their shapes; the dtypes are the Gymnasium env's), float32 rewards, bool
+    flags, int32 env_id and elapsed_step, players, and the task's own infos one value per env (their names are the
+    Gymnasium env's: EnvPool's HalfCheetah says reward_run where Gymnasium's says reward_forward)."""
+    theirs, mine = make_both(task, num_envs=2)
+    try:
+        for what in ("observation_space", "action_space"):
+            assert type(getattr(mine, what)) is type(getattr(theirs, what))
+            assert getattr(mine, what).shape == getattr(theirs, what).shape
+        assert mine.single_observation_space is mine.observation_space
+        (obs, info), (their_obs, their_info) = mine.reset(), theirs.reset()
+        assert obs.shape == their_obs.shape
+        action = np.stack([mine.action_space.sample() for _ in range(2)])
+        step, their_step = mine.step(action), theirs.step(action.astype(theirs.action_space.dtype))
+        assert structure(step[1:4]) == structure(their_step[1:4])
+        for got, expected in ((info, their_info), (step[4], their_step[4])):
+            assert list(got)[:2] == ["env_id", "players"] and list(got)[-1] == "elapsed_step"
+            assert structure({k: got[k] for k in ("env_id", "players", "elapsed_step")}) == \
+                structure({k: expected[k] for k in ("env_id", "players", "elapsed_step")})
+            assert all(np.shape(v) == (2,) for k, v in got.items() if k != "players")
+            if task in ("CartPole-v1", "Pendulum-v1"):  # (no infos of their own)
+                assert structure(got) == structure(expected)
+        if task == "HalfCheetah-v5":
+            assert {"x_position", "x_velocity", "reward_ctrl"} <= set(step[4]) & set(their_step[4])
+        if task == "FrozenLake-v1":  # Gymnasium's env reports the transition's probability
+            assert step[4]["prob"].shape == (2,)
+    finally:
+        theirs.close()
+        mine.close()
+
+
+@pytest.mark.parametrize("task, action, kwargs", [
+    ("Pendulum-v1", np.zeros((3, 1), np.float32), {}),  # no termination: every episode is truncated at 200 steps
+    ("MountainCar-v0", np.ones(3, np.int32), {}),  # no push: never reaches the flag, truncated at 200
+    ("MountainCar-v0", np.ones(3, np.int32), {"max_episode_steps": 37}),
+])
+def test_gymnasium_tasks_episode_boundaries_like_envpool(task, action, kwargs):
+    """Where episodes end, their flags, elapsed_step and the autoreset step's reward of 0, step for step as EnvPool's
+    (tasks whose episodes end at the limit whatever the dynamics, which differ in their seeding)."""
+    theirs, mine = make_both(task, num_envs=3, **kwargs)
+    try:
+        assert mine.reset()[1]["elapsed_step"].tolist() == theirs.reset()[1]["elapsed_step"].tolist() == [0, 0, 0]
+        for t in range(450):
+            _, reward, term, trunc, info = mine.step(action)
+            _, their_reward, their_term, their_trunc, their_info = theirs.step(action)
+            assert (term.tolist(), trunc.tolist(), info["elapsed_step"].tolist()) == \
+                (their_term.tolist(), their_trunc.tolist(), their_info["elapsed_step"].tolist()), t
+            assert ((reward == 0) == (their_reward == 0)).all(), t
+        assert trunc.dtype == term.dtype == np.bool_ and reward.dtype == np.float32
+    finally:
+        theirs.close()
+        mine.close()
+
+
+def _by_hand(task, seed, num_envs, **env_kwargs):
+    """Gymnasium's envs of ``task``, env ``i`` reset with seed ``seed + i`` (EnvPool's seeding), stepped one by one
+    with Gymnasium's next-step autoreset: ``step(i, action)`` returns what env ``i`` of a pool should."""
+    envs = [gymnasium.make(task, **env_kwargs) for _ in range(num_envs)]
+    first = [env.reset(seed=seed + i) for i, env in enumerate(envs)]
+    ended = [False] * num_envs
+
+    def step(i, action):
+        if ended[i]:
+            ended[i] = False
+            obs, info = envs[i].reset()
+            return obs, 0.0, False, False, info
+        obs, reward, term, trunc, info = envs[i].step(action)
+        ended[i] = term or trunc
+        return obs, reward, term, trunc, info
+
+    return envs, first, step
+
+
+def test_gymnasium_task_values_are_gymnasiums_env_by_env():
+    """Every value of the pool (default backend, an env keyword passed on) is that of Gymnasium's env of the same
+    id and keywords, seeded as EnvPool seeds (env i: seed + i), stepped by hand."""
+    pool = ours.make("HalfCheetah-v5", num_envs=3, seed=5, num_workers=2, ctrl_cost_weight=0.5,
+                     max_episode_steps=40)
+    envs, first, step = _by_hand("HalfCheetah-v5", 5, 3, ctrl_cost_weight=0.5, max_episode_steps=40)
+    rng = np.random.default_rng(0)
+    try:
+        obs, info = pool.reset()
+        np.testing.assert_array_equal(obs, np.stack([o for o, _ in first]))
+        np.testing.assert_array_equal(info["x_position"], [i["x_position"] for _, i in first])
+        for t in range(100):
+            actions = rng.uniform(-1, 1, (3, 6)).astype(np.float32)
+            obs, reward, term, trunc, info = pool.step(actions)
+            expected = [step(i, actions[i]) for i in range(3)]
+            np.testing.assert_array_equal(obs, np.stack([e[0] for e in expected]), err_msg=str(t))
+            np.testing.assert_array_equal(reward, np.array([e[1] for e in expected], np.float32), err_msg=str(t))
+            assert trunc.tolist() == [e[3] for e in expected] and not term.any()
+            # every batch has every key, zeros where an env's info lacks it (an autoreset's, from reset())
+            np.testing.assert_array_equal(info["reward_ctrl"], [e[4].get("reward_ctrl", 0.0) for e in expected])
+        # 100 steps: two episodes of 40 steps, each followed by its autoreset (82 steps), then 18 more
+        assert info["elapsed_step"].tolist() == [18, 18, 18]
+    finally:
+        pool.close()
+        for env in envs:
+            env.close()
+
+
+def test_gymnasium_task_asynchronous_batches_env_by_env():
+    """batch_size < num_envs: each batch's env_id, actions sent back in a shuffled order with their ids, and every
+    env's values those of its Gymnasium env stepped by hand with the actions it was sent."""
+    pool = ours.make("CartPole-v1", num_envs=4, batch_size=2, num_workers=2, seed=11)
+    envs, first, step = _by_hand("CartPole-v1", 11, 4)
+    rng = np.random.default_rng(1)
+    sent, seen = {}, []
+    try:
+        pool.async_reset()
+        for t in range(300):
+            obs, reward, term, trunc, info = pool.recv()
+            ids = info["env_id"]
+            assert ids.dtype == np.int32 and len(set(ids.tolist())) == 2
+            for row, i in enumerate(ids.tolist()):
+                if i in sent:
+                    o, r, te, tr, _ = step(i, sent.pop(i))
+                    assert (reward[row], term[row], trunc[row]) == (r, te, tr), (t, i)
+                else:
+                    o = first[i][0]
+                    assert reward[row] == 0 and info["elapsed_step"][row] == 0
+                np.testing.assert_array_equal(obs[row], o, err_msg=f"{t} env {i}")
+            actions = rng.integers(0, 2, 2)
+            order = rng.permutation(2)
+            sent.update(zip(ids.tolist(), actions.tolist()))
+            pool.send(actions[order], ids[order])
+            seen += ids.tolist()
+        assert set(seen) == {0, 1, 2, 3}
+    finally:
+        pool.close()
+        for env in envs:
+            env.close()
+
+
+def test_gymnasium_task_partial_reset_and_gym_api():
+    pool = ours.make("CartPole-v1", num_envs=3, backend="serial")
+    try:
+        pool.reset()
+        for _ in range(4):
+            pool.step(np.zeros(3, np.int32))
+        obs, info = pool.reset(np.array([2]))  # EnvPool returns the rows of the envs reset
+        assert obs.shape == (1, 4) and info["env_id"].tolist() == [2] and info["elapsed_step"].tolist() == [0]
+        assert pool.step(np.zeros(3, np.int32))[4]["elapsed_step"].tolist() == [5, 5, 1]
+    finally:
+        pool.close()
+    gym = pytest.importorskip("gym")
+    pool = ours.make("CartPole-v1", env_type="gym", num_envs=2, backend="serial")
+    try:
+        assert isinstance(pool.observation_space, gym.spaces.Box) and pool.observation_space.shape == (4,)
+        assert isinstance(pool.action_space, gym.spaces.Discrete) and pool.action_space.n == 2
+        first, step = pool.reset(), pool.step(np.zeros(2, np.int32))
+        if tuple(int(p) for p in gym.__version__.split(".")[:2]) < (0, 26):  # EnvPool's gym API before gym 0.26
+            assert first.shape == (2, 4) and len(step) == 4 and "TimeLimit.truncated" in step[3]
+    finally:
+        pool.close()
+
+
+def test_gymnasium_task_refusals_say_what_to_do():
+    with pytest.raises(ConfigError, match=r"env_type='dm' is offered for Atari tasks; for CartPole-v1 use"):
+        ours.make("CartPole-v1", env_type="dm")
+    with pytest.raises(ConfigError, match=r"unknown keyword\(s\) \['frame_stack'\] for HalfCheetah-v5: shoal.envpool "
+                                          r"runs Gymnasium's HalfCheetah-v5, which takes \[.*'ctrl_cost_weight'"):
+        ours.make("HalfCheetah-v5", frame_stack=2)
+    with pytest.raises(ConfigError, match=r"num_threads=2 and num_workers=1 disagree"):
+        ours.make("CartPole-v1", num_envs=2, num_threads=2, num_workers=1)
+    with pytest.raises(ConfigError, match=r"CartPole-v1 has one player; max_num_players=2"):
+        ours.make("CartPole-v1", max_num_players=2)

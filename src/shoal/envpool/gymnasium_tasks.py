@@ -1,0 +1,157 @@
+"""EnvPool's tasks that Gymnasium has too (classic control, toy text, Box2D, MuJoCo): the Gymnasium env of the same
+id on any shoal backend, with EnvPool's keywords, seeding, outputs and info keys.
+
+The env is Gymnasium's (its dynamics, spaces and keyword arguments); the pool is EnvPool's: rewards are float32,
+``info`` holds ``env_id``, ``players`` and ``elapsed_step`` around the env's own numeric infos (one value per env,
+without Gymnasium's ``_key`` masks), and env ``i`` of ``seed=42`` (EnvPool's default) starts from seed ``42 + i``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import gymnasium
+import numpy as np
+from gymnasium.envs.registration import load_env_creator
+
+import shoal
+from shoal.envpool.formats import Batch
+from shoal.errors import ConfigError
+from shoal.vector.base import VectorEnv
+
+TASKS = (
+    "CartPole-v0", "CartPole-v1", "Pendulum-v1", "MountainCar-v0", "MountainCarContinuous-v0", "Acrobot-v1",
+    "FrozenLake-v1", "FrozenLake8x8-v1", "CliffWalking-v1", "CliffWalkingSlippery-v1", "Blackjack-v1",
+    "CarRacing-v3", "BipedalWalker-v3", "BipedalWalkerHardcore-v3", "LunarLander-v3", "LunarLanderContinuous-v3",
+    "Ant-v4", "Ant-v5", "HalfCheetah-v4", "HalfCheetah-v5", "Hopper-v4", "Hopper-v5", "Humanoid-v4", "Humanoid-v5",
+    "HumanoidStandup-v4", "HumanoidStandup-v5", "InvertedDoublePendulum-v4", "InvertedDoublePendulum-v5",
+    "InvertedPendulum-v4", "InvertedPendulum-v5", "Pusher-v5", "Reacher-v4", "Reacher-v5", "Swimmer-v4", "Swimmer-v5",
+    "Walker2d-v4", "Walker2d-v5",
+)
+"""EnvPool's ids of the tasks whose Gymnasium env of the same id makes here (EnvPool 1.2's classic control, toy
+text, Box2D and MuJoCo families; its v2/v3 MuJoCo tasks need mujoco-py in Gymnasium, and its other families have no
+Gymnasium env)."""
+
+DEFAULTS: dict[str, Any] = {
+    "num_envs": 1,
+    "batch_size": 0,
+    "num_threads": 0,
+    "max_num_players": 1,
+    "thread_affinity_offset": -1,
+    "seed": 42,
+    "gym_reset_return_info": None,
+}
+"""EnvPool's keywords of every task and their defaults (``envpool/core/env_spec.h``); ``max_episode_steps`` is the
+task's (Gymnasium's registration of the same id, as EnvPool's)."""
+
+
+def make_task(task_id: str, kwargs: dict[str, Any], shoal_options: dict[str, Any]) -> tuple[
+        VectorEnv, dict[str, Any], GymnasiumBook]:
+    """The vector env, EnvPool's settings and the bookkeeping of a pool of ``task_id``; ``kwargs``: EnvPool's
+    keywords, and the env's own (``ctrl_cost_weight``, ...), which go to Gymnasium's env."""
+    settings = {**DEFAULTS, **{k: v for k, v in kwargs.items() if k in DEFAULTS}}
+    spec = gymnasium.spec(task_id)
+    settings["max_episode_steps"] = kwargs.get("max_episode_steps", spec.max_episode_steps)
+    env_kwargs = {k: v for k, v in kwargs.items() if k not in settings}
+    _check_env_keywords(task_id, spec, env_kwargs)
+    if settings["max_num_players"] != 1:
+        raise ConfigError(f"{task_id} has one player; max_num_players={settings['max_num_players']!r}")
+    num_envs, batch_size, threads = settings["num_envs"], settings["batch_size"], settings["num_threads"]
+    if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
+        raise ConfigError(f"num_envs must be a positive integer, got {num_envs!r}")
+    if "max_episode_steps" in kwargs:
+        env_kwargs["max_episode_steps"] = kwargs["max_episode_steps"]
+    options = dict(shoal_options)
+    if threads and options.get("num_workers", threads) != threads:
+        raise ConfigError(f"num_threads={threads} and num_workers={options['num_workers']} disagree; pass one")
+    if threads and options.get("backend", "multiprocessing") == "multiprocessing":
+        options["num_workers"] = min(threads, num_envs)
+    try:
+        envs = shoal.make(task_id, num_envs, batch_size=batch_size or None, autoreset_mode="next_step", **options,
+                          **env_kwargs)
+    except TypeError as exc:  # (an env whose constructor passes **kwargs on, which the signature could not tell)
+        if "unexpected keyword argument" not in str(exc):
+            raise
+        named = re.search(r"unexpected keyword argument '(\w+)'", str(exc))
+        unknown = [named.group(1)] if named else sorted(env_kwargs)
+        raise ConfigError(_unknown_keywords(task_id, spec, unknown)) from exc
+    try:
+        return envs, settings, GymnasiumBook(envs)
+    except BaseException:
+        envs.close()
+        raise
+
+
+def _check_env_keywords(task_id: str, spec: Any, env_kwargs: dict[str, Any]) -> None:
+    """Refuse, naming those it takes, keywords the task's Gymnasium env does not take (before any worker starts)."""
+    if not env_kwargs:
+        return
+    parameters = _parameters(spec)
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+        return  # (the env's constructor says when it is built)
+    unknown = sorted(set(env_kwargs) - set(parameters))
+    if unknown:
+        raise ConfigError(_unknown_keywords(task_id, spec, unknown))
+
+
+def _parameters(spec: Any) -> Mapping[str, inspect.Parameter]:
+    creator = load_env_creator(spec.entry_point) if isinstance(spec.entry_point, str) else spec.entry_point
+    return inspect.signature(creator).parameters
+
+
+def _unknown_keywords(task_id: str, spec: Any, unknown: list[str]) -> str:
+    takes = sorted(k for k, p in _parameters(spec).items()
+                   if k not in ("self", "render_mode") and p.kind is not inspect.Parameter.VAR_KEYWORD)
+    return (f"unknown keyword(s) {unknown} for {task_id}: shoal.envpool runs Gymnasium's {task_id}, which takes "
+            f"{takes} (and render_mode); EnvPool's own keywords are {sorted(DEFAULTS)} and max_episode_steps")
+
+
+class GymnasiumBook:
+    """EnvPool's bookkeeping of a Gymnasium task: ``elapsed_step`` (steps since the episode started), float32
+    rewards, and the env's own infos in EnvPool's form."""
+
+    def __init__(self, envs: VectorEnv) -> None:
+        self.observation_space = envs.single_observation_space
+        self.action_space = envs.single_action_space
+        self._elapsed = np.zeros(envs.num_envs, np.int32)
+        self._ended = np.zeros(envs.num_envs, np.bool_)  # the env's last step ended its episode
+        self._keys: dict[str, tuple[np.dtype, tuple[int, ...]]] = {}  # the env's info keys seen so far
+
+    def batch(self, obs: Any, reward: Any, terminated: Any, truncated: Any, info: dict[str, Any], ids: np.ndarray,
+              reset: np.ndarray | None) -> Batch:
+        n = len(ids)
+        first = np.isin(ids, reset) if reset is not None else np.zeros(n, np.bool_)
+        if reward is None:  # a reset: a partial one leaves the others' bookkeeping as it is (their rows are dropped)
+            self._elapsed[ids[first]] = 0
+            self._ended[ids[first]] = False
+            reward = np.zeros(n, np.float32)
+            terminated = truncated = np.zeros(n, np.bool_)
+        else:  # envs just reset (asynchronous mode), or the autoreset step of an env whose episode had ended
+            first |= self._ended[ids]
+            self._elapsed[ids] = np.where(first, 0, self._elapsed[ids] + 1)
+            self._ended[ids] = terminated | truncated
+            reward = reward.astype(np.float32)
+        out_info = {"env_id": ids, "players": {"env_id": ids}, **self._own_infos(info, n),
+                    "elapsed_step": self._elapsed[ids].copy()}
+        return Batch(obs, reward, terminated, truncated, out_info, ids, first)
+
+    def _own_infos(self, info: dict[str, Any], n: int) -> dict[str, Any]:
+        """The env's infos without shoal's ``env_id`` and Gymnasium's masks (``_key`` beside ``key``). As in EnvPool,
+        every batch has every key: one that no env of this batch returned is zeros, as the rows of envs that did not
+        return it are in Gymnasium's vector form."""
+        own = {k: v for k, v in info.items() if k != "env_id" and not (k.startswith("_") and k[1:] in info)}
+        for key, value in own.items():
+            if key not in self._keys and isinstance(value, np.ndarray):
+                self._keys[key] = (value.dtype, value.shape[1:])
+        missing = {k: np.zeros((n, *shape), dtype) for k, (dtype, shape) in self._keys.items() if k not in own}
+        return {**own, **missing} if missing else own
+
+    def render(self, envs: VectorEnv, ids: list[int]) -> np.ndarray:
+        """The frames the envs render (``render_mode="rgb_array"``)."""
+        frames = envs.call("render")
+        return np.stack([frames[i] for i in ids])
+
+

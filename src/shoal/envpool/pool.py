@@ -1,0 +1,216 @@
+"""An EnvPool-style pool over one shoal vector env: EnvPool's methods, its env ids and its seeding.
+
+What a task adds (Atari's lives and game overs, a task's own spaces and infos) is its :class:`Book`; how results
+are handed out is the ``env_type``'s format (:mod:`shoal.envpool.formats`).
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any, Protocol
+
+import numpy as np
+from gymnasium import spaces
+
+from shoal.envpool.formats import FORMATS, Batch
+from shoal.errors import ConfigError, ShoalError
+from shoal.vector.base import VectorEnv
+
+
+class Book(Protocol):
+    """A task's bookkeeping: EnvPool's form of each batch shoal returns."""
+
+    @property
+    def observation_space(self) -> spaces.Space:
+        """One env's observation space, as EnvPool shows it."""
+        ...
+
+    @property
+    def action_space(self) -> spaces.Space:
+        ...
+
+    def batch(self, obs: Any, reward: Any, terminated: Any, truncated: Any, info: dict[str, Any], ids: np.ndarray,
+              reset: np.ndarray | None) -> Batch:
+        """The batch of envs ``ids``; ``reset``: the envs a reset started (None: a step)."""
+        ...
+
+    def render(self, envs: VectorEnv, ids: list[int]) -> np.ndarray:
+        """The frames of envs ``ids``, stacked."""
+        ...
+
+
+class EnvPool:
+    """An EnvPool-style pool (made by :func:`shoal.envpool.make`), stepping one shoal vector env (:attr:`envs`).
+
+    ``send(action, env_id)`` takes the ids of the batch the last ``recv`` returned (in any order); shoal's
+    asynchronous batches are whole groups of envs (one worker's), so ``batch_size`` is a multiple of the envs per
+    worker. ``xla()`` is not offered.
+    """
+
+    def __init__(self, envs: VectorEnv, env_type: str, settings: dict[str, Any], book: Book) -> None:
+        self.envs = envs
+        self.env_type = env_type
+        num_envs = envs.num_envs
+        self.config: dict[str, Any] = {**settings, "num_envs": num_envs, "batch_size": envs.batch_size}
+        seed = settings["seed"]
+        self._seed = seed if isinstance(seed, int) and not isinstance(seed, bool) else list(seed)
+        self._book = book
+        self._format = FORMATS[env_type](self, book.observation_space, book.action_space, settings)
+        # EnvPool's spaces are one env's; plain attributes, which code written for EnvPool sets (cleanrl does)
+        self.observation_space = self.single_observation_space = self._format.observation_space
+        self.action_space = self.single_action_space = self._format.action_space
+        self.num_envs = num_envs
+        self.all_env_ids = np.arange(num_envs, dtype=np.int32)
+        self.is_async = envs.batch_size != num_envs
+        self._reset_pending = False
+        self._reset_once = False
+        self._fresh = np.zeros(num_envs, np.bool_)  # reset by a full reset, their first results not yet handed out
+
+    @property
+    def atari(self) -> VectorEnv:
+        """The vector env (of an Atari pool: its :class:`~shoal.AtariVectorEnv`); the name of earlier versions."""
+        return self.envs
+
+    # -- EnvPool's methods ---------------------------------------------------------------------------------------
+
+    def reset(self, env_id: np.ndarray | None = None, **kwargs: Any) -> Any:
+        """Reset envs ``env_id`` (all if None) and return their first observations (and infos)."""
+        if kwargs.get("seed") is not None:
+            warnings.warn("EnvPool seeds are fixed when the pool is made: reset(seed=...) is ignored; pass seed to "
+                          "make", stacklevel=2)
+        options = kwargs.get("options") or {}
+        if "reset_mask" in options:
+            if env_id is not None:
+                raise ConfigError("pass either env_id or options['reset_mask'], not both")
+            env_id = np.flatnonzero(np.asarray(options["reset_mask"], np.bool_))
+        ids = self.all_env_ids if env_id is None else checked_ids(env_id, self.num_envs)
+        if self.is_async and len(ids) != self.num_envs:
+            raise ShoalError("in asynchronous mode reset() resets every env; use async_reset() and recv()")
+        if len(ids) == self.num_envs and np.array_equal(np.sort(ids), self.all_env_ids):
+            self._fresh[:] = True  # (asynchronous mode: the others come with later batches)
+            obs, info = self.envs.reset(seed=self._first_seed())
+            batch = self._batch(obs, None, None, None, info)
+        else:
+            mask = np.zeros(self.num_envs, np.bool_)
+            mask[ids] = True
+            obs, info = self.envs.reset(seed=self._first_seed(), options={"reset_mask": mask})
+            batch = self._batch(obs, None, None, None, info, reset=ids)
+        if not self.is_async:
+            batch = select(batch, ids)
+        return self._format.reset(batch)
+
+    def async_reset(self) -> None:
+        """Start a reset of every env; :meth:`recv` returns the first batch to finish, as a step."""
+        self.envs.reset_async(seed=self._first_seed())
+        self._reset_pending = True
+        self._fresh[:] = True
+
+    def send(self, action: Any, env_id: np.ndarray | None = None) -> None:
+        """Send the actions of the batch the caller holds; ``env_id`` says whose each action is."""
+        if self._reset_pending:
+            raise ShoalError("call recv() for the batch of async_reset() before send()")
+        action = np.asarray(action)
+        if env_id is not None:
+            ids = checked_ids(env_id, self.num_envs)
+            held = self._held_ids()
+            if len(ids) != len(held) or not np.array_equal(np.sort(ids), np.sort(held)):
+                raise ShoalError(
+                    f"send(action, env_id={ids.tolist()}): shoal steps the batch the last recv() returned "
+                    f"(env_id {held.tolist()}); send actions for exactly those envs"
+                )
+            if not np.array_equal(ids, held):
+                order = np.argsort(ids)[np.argsort(np.argsort(held))]
+                action = action[order]
+        self.envs.send(action)
+
+    def recv(self, reset: bool = False, return_info: bool = True) -> Any:
+        """The next batch, as a step's outputs (after :meth:`async_reset`: the reset envs, reward 0)."""
+        if self._reset_pending:
+            self._reset_pending = False
+            obs, info = self.envs.reset_wait()
+            return self._format.step(self._batch(obs, None, None, None, info))
+        obs, reward, terminated, truncated, info = self.envs.recv()
+        return self._format.step(self._batch(obs, reward, terminated, truncated, info))
+
+    def step(self, action: Any, env_id: np.ndarray | None = None) -> Any:
+        """:meth:`send` then :meth:`recv`."""
+        self.send(action, env_id)
+        return self.recv()
+
+    def seed(self, seed: Any = None) -> None:
+        warnings.warn("EnvPool's seed() is abandoned: pass seed to make(..., seed=seed)", stacklevel=2)
+
+    def render(self, env_ids: Any = None) -> np.ndarray:
+        """The frames of envs ``env_ids`` (env 0 if None), stacked; needs ``render_mode="rgb_array"``."""
+        ids = [0] if env_ids is None else checked_ids(env_ids, self.num_envs).tolist()
+        return self._book.render(self.envs, ids)
+
+    def xla(self) -> Any:
+        raise ShoalError(
+            "shoal.envpool has no xla(): EnvPool's XLA functions step its C++ pool inside jax.jit, which shoal's "
+            "worker processes cannot join; use send()/recv() (or step()) from Python"
+        )
+
+    def close(self, **kwargs: Any) -> None:
+        self.envs.close()
+
+    def __len__(self) -> int:
+        return self.num_envs
+
+    def __enter__(self) -> EnvPool:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"EnvPool({self.env_type!r}, " + ", ".join(f"{k}={v!r}" for k, v in self.config.items()) + ")"
+
+    # -- conversion ------------------------------------------------------------------------------------------------
+
+    def _first_seed(self) -> Any:
+        """The seed of the first reset; later resets go on with each env's generator (EnvPool seeds at make)."""
+        if self._reset_once:
+            return None
+        self._reset_once = True
+        return self._seed
+
+    def _held_ids(self) -> np.ndarray:
+        return np.asarray(self.envs._held_ids if self.is_async else self.all_env_ids)
+
+    def _batch(self, obs: Any, reward: Any, terminated: Any, truncated: Any, info: dict,
+               reset: np.ndarray | None = None) -> Batch:
+        """The task's form of a batch shoal returned (``reward`` None: a reset's; ``reset``: the envs a partial
+        reset started), each env of a full reset marked as reset where its first results come (in asynchronous
+        mode, the batch of the reset or a later one)."""
+        ids = np.asarray(info["env_id"], np.int32) if self.is_async else self.all_env_ids
+        if reset is None and self._fresh.any():
+            reset = ids[self._fresh[ids]]
+            self._fresh[ids] = False
+        return self._book.batch(obs, reward, terminated, truncated, info, ids, reset)
+
+
+def checked_ids(env_id: Any, num_envs: int) -> np.ndarray:
+    """``env_id`` checked: indices of envs of the pool, as EnvPool's int32."""
+    ids = np.asarray(env_id).reshape(-1)
+    if ids.dtype.kind not in "iu" or (ids.size and (ids.min() < 0 or ids.max() >= num_envs)):
+        raise ConfigError(f"env_id must be env indices in [0, {num_envs}), got {env_id!r}")
+    return ids.astype(np.int32)
+
+
+def select(batch: Batch, ids: np.ndarray) -> Batch:
+    """The rows of envs ``ids`` of a batch of every env (in env order), as EnvPool's partial reset returns."""
+    if len(ids) == len(batch.env_id) and np.array_equal(ids, batch.env_id):
+        return batch
+    lost_life = None if batch.lost_life is None else batch.lost_life[ids]
+    return Batch(_rows(batch.obs, ids), batch.reward[ids], batch.terminated[ids], batch.truncated[ids],
+                 _rows(batch.info, ids), ids, batch.first[ids], lost_life)
+
+
+def _rows(value: Any, ids: np.ndarray) -> Any:
+    """The rows ``ids`` of a batch's value: an array, or a dict or tuple of them (structured observations)."""
+    if isinstance(value, dict):
+        return {k: _rows(v, ids) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return tuple(_rows(v, ids) for v in value)
+    return value[ids]

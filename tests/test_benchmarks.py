@@ -1,6 +1,6 @@
 """The benchmark scripts run: a smoke run of bench_vector.py, plain and with action sequences (a step helper that
-returned the step's results once broke every script built on workloads.best_rate), of bench_workers.py and
-bench_hosted.py."""
+returned the step's results once broke every script built on workloads.best_rate), of bench_workers.py,
+bench_hosted.py and bench_envpool_tasks.py."""
 
 from __future__ import annotations
 
@@ -45,3 +45,15 @@ def test_bench_hosted_runs_and_compares():
     assert run.returncode == 0, run.stderr[-3000:]
     summary = run.stdout.split("shoal's best / one CartPoleVectorEnv")[1]
     assert "plain     " in summary and "episodes  " in summary and "x  (shoal" in summary, run.stdout
+
+
+def test_bench_envpool_tasks_runs_and_compares():
+    pytest.importorskip("envpool", exc_type=ImportError)
+    run = subprocess.run(
+        [sys.executable, "bench_envpool_tasks.py", "--tasks", "CartPole-v1", "--envs", "2", "--rounds", "1",
+         "--seconds", "0.05"],
+        cwd=BENCHMARKS, capture_output=True, text=True, timeout=240,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    summary = run.stdout.split("shoal.envpool's best / EnvPool's best")[1]
+    assert "CartPole-v1" in summary and "x EnvPool" in summary and "x Gymnasium" in summary, run.stdout

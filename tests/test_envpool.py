@@ -461,3 +461,7 @@ def test_gymnasium_task_refusals_say_what_to_do():
         ours.make("CartPole-v1", num_envs=2, num_threads=2, num_workers=1)
     with pytest.raises(ConfigError, match=r"CartPole-v1 has one player; max_num_players=2"):
         ours.make("CartPole-v1", max_num_players=2)
+    with pytest.raises(ConfigError, match=r"thread_affinity_offset pins the workers of Atari pools; CartPole-v1's"):
+        ours.make("CartPole-v1", thread_affinity_offset=0)
+    with pytest.raises(ConfigError, match=r"max_episode_steps must be a positive integer, got 0"):
+        ours.make("CartPole-v1", max_episode_steps=0)

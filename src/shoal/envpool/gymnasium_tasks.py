@@ -52,18 +52,23 @@ def make_task(task_id: str, kwargs: dict[str, Any], shoal_options: dict[str, Any
         VectorEnv, dict[str, Any], GymnasiumBook]:
     """The vector env, EnvPool's settings and the bookkeeping of a pool of ``task_id``; ``kwargs``: EnvPool's
     keywords, and the env's own (``ctrl_cost_weight``, ...), which go to Gymnasium's env."""
-    settings = {**DEFAULTS, **{k: v for k, v in kwargs.items() if k in DEFAULTS}}
     spec = gymnasium.spec(task_id)
-    settings["max_episode_steps"] = kwargs.get("max_episode_steps", spec.max_episode_steps)
-    env_kwargs = {k: v for k, v in kwargs.items() if k not in settings}
+    env_kwargs = {k: v for k, v in kwargs.items() if k not in DEFAULTS and k != "max_episode_steps"}
     _check_env_keywords(task_id, spec, env_kwargs)
+    limit = kwargs.get("max_episode_steps", spec.max_episode_steps)
+    settings = {**DEFAULTS, **{k: v for k, v in kwargs.items() if k in DEFAULTS}, "max_episode_steps": limit}
+    if "max_episode_steps" in kwargs:  # (else the registration's, which gymnasium.make applies)
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise ConfigError(f"max_episode_steps must be a positive integer, got {limit!r}")
+        env_kwargs["max_episode_steps"] = limit
     if settings["max_num_players"] != 1:
         raise ConfigError(f"{task_id} has one player; max_num_players={settings['max_num_players']!r}")
+    if settings["thread_affinity_offset"] != -1:
+        raise ConfigError(f"thread_affinity_offset pins the workers of Atari pools; {task_id}'s are not pinned: "
+                          f"leave it at -1, got {settings['thread_affinity_offset']!r}")
     num_envs, batch_size, threads = settings["num_envs"], settings["batch_size"], settings["num_threads"]
     if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
         raise ConfigError(f"num_envs must be a positive integer, got {num_envs!r}")
-    if "max_episode_steps" in kwargs:
-        env_kwargs["max_episode_steps"] = kwargs["max_episode_steps"]
     options = dict(shoal_options)
     if threads and options.get("num_workers", threads) != threads:
         raise ConfigError(f"num_threads={threads} and num_workers={options['num_workers']} disagree; pass one")

@@ -53,7 +53,8 @@ class EnvPool:
         num_envs = envs.num_envs
         self.config: dict[str, Any] = {**settings, "num_envs": num_envs, "batch_size": envs.batch_size}
         seed = settings["seed"]
-        self._seed = seed if isinstance(seed, int) and not isinstance(seed, bool) else list(seed)
+        integer = isinstance(seed, (int, np.integer)) and not isinstance(seed, bool)
+        self._seed = int(seed) if integer else list(seed)  # (one per env: shoal checks it at the first reset)
         self._book = book
         self._format = FORMATS[env_type](self, book.observation_space, book.action_space, settings)
         # EnvPool's spaces are one env's; plain attributes, which code written for EnvPool sets (cleanrl does)

@@ -43,7 +43,6 @@ DEFAULTS: dict[str, Any] = {
 """EnvPool's Atari keywords and their defaults (``envpool/atari/atari_env.h`` and ``envpool/core/env_spec.h``)."""
 
 
-
 def atari_ids() -> list[str]:
     """EnvPool's name of every ROM ale-py ships (``"Pong-v5"``, ...)."""
     return sorted(f"{_task_name(game)}-v5" for game in game_ids())
@@ -148,8 +147,6 @@ def _atari_keywords(s: dict[str, Any]) -> dict[str, Any]:
         "difficulty": None if s["difficulty"] < 0 else s["difficulty"],
         "autoreset_mode": AutoresetMode.NEXT_STEP,
     }
-
-
 
 
 class AtariBook:

@@ -764,7 +764,6 @@ class VectorEnv(Calls, Recovery, Owned, gymnasium.vector.VectorEnv):  # type: ig
         return None
 
 
-
 IN_PLACE_FROM = 64 << 10
 """A batch of actions of at least this many bytes is read in place by the engines in the calling process (see
 :meth:`VectorEnv.send`); a smaller one is written whole into the buffers, one call cheaper (measured when every

@@ -170,7 +170,7 @@ class AtariBook:
         n = len(ids)
         lives = info["lives"].astype(np.int32)
         game_over = info["game_over"]
-        first = np.isin(ids, reset) if reset is not None else np.zeros(n, np.bool_)
+        first = np.isin(ids, reset) if reset is not None else np.full(n, reward is None)
         if reward is None:  # a reset: a partial one leaves the others' bookkeeping as it is (their rows are dropped)
             self._elapsed[ids[first]] = 0
             reward = np.zeros(n, np.float32)

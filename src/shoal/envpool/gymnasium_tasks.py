@@ -128,19 +128,24 @@ class GymnasiumBook:
     def batch(self, obs: Any, reward: Any, terminated: Any, truncated: Any, info: dict[str, Any], ids: np.ndarray,
               reset: np.ndarray | None) -> Batch:
         n = len(ids)
-        first = np.isin(ids, reset) if reset is not None else np.zeros(n, np.bool_)
+        rows = slice(None) if n == len(self._elapsed) else ids  # (synchronous: every env, in order; views)
         if reward is None:  # a reset: a partial one leaves the others' bookkeeping as it is (their rows are dropped)
+            first = np.isin(ids, reset) if reset is not None else np.ones(n, np.bool_)
             self._elapsed[ids[first]] = 0
             self._ended[ids[first]] = False
             reward = np.zeros(n, np.float32)
             terminated = truncated = np.zeros(n, np.bool_)
         else:  # envs just reset (asynchronous mode), or the autoreset step of an env whose episode had ended
-            first |= self._ended[ids]
-            self._elapsed[ids] = np.where(first, 0, self._elapsed[ids] + 1)
-            self._ended[ids] = terminated | truncated
+            first = self._ended[rows].copy()
+            if reset is not None:
+                first |= np.isin(ids, reset)
+            elapsed = self._elapsed[rows] + 1
+            elapsed[first] = 0
+            self._elapsed[rows] = elapsed
+            self._ended[rows] = terminated | truncated
             reward = reward.astype(np.float32)
-        out_info = {"env_id": ids, "players": {"env_id": ids}, **self._own_infos(info, n),
-                    "elapsed_step": self._elapsed[ids].copy()}
+        own = self._own_infos(info, n) if info or self._keys else {}
+        out_info = {"env_id": ids, "players": {"env_id": ids}, **own, "elapsed_step": self._elapsed[rows].copy()}
         return Batch(obs, reward, terminated, truncated, out_info, ids, first)
 
     def _own_infos(self, info: dict[str, Any], n: int) -> dict[str, Any]:

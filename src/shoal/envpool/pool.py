@@ -31,7 +31,8 @@ class Book(Protocol):
 
     def batch(self, obs: Any, reward: Any, terminated: Any, truncated: Any, info: dict[str, Any], ids: np.ndarray,
               reset: np.ndarray | None) -> Batch:
-        """The batch of envs ``ids``; ``reset``: the envs a reset started (None: a step)."""
+        """The batch of envs ``ids`` (``reward`` None: a reset's); ``reset``: the envs whose results are a reset's
+        (None: none of a step's, all of a reset's)."""
         ...
 
     def render(self, envs: VectorEnv, ids: list[int]) -> np.ndarray:
@@ -66,6 +67,7 @@ class EnvPool:
         self._reset_pending = False
         self._reset_once = False
         self._fresh = np.zeros(num_envs, np.bool_)  # reset by a full reset, their first results not yet handed out
+        self._fresh_left = False  # any of them (one check a step)
 
     @property
     def atari(self) -> VectorEnv:
@@ -88,7 +90,7 @@ class EnvPool:
         if self.is_async and len(ids) != self.num_envs:
             raise ShoalError("in asynchronous mode reset() resets every env; use async_reset() and recv()")
         if len(ids) == self.num_envs and np.array_equal(np.sort(ids), self.all_env_ids):
-            self._fresh[:] = True  # (asynchronous mode: the others come with later batches)
+            self._fresh[:] = self._fresh_left = True  # (asynchronous mode: the others come with later batches)
             obs, info = self.envs.reset(seed=self._first_seed())
             batch = self._batch(obs, None, None, None, info)
         else:
@@ -104,7 +106,7 @@ class EnvPool:
         """Start a reset of every env; :meth:`recv` returns the first batch to finish, as a step."""
         self.envs.reset_async(seed=self._first_seed())
         self._reset_pending = True
-        self._fresh[:] = True
+        self._fresh[:] = self._fresh_left = True
 
     def send(self, action: Any, env_id: np.ndarray | None = None) -> None:
         """Send the actions of the batch the caller holds; ``env_id`` says whose each action is."""
@@ -185,9 +187,10 @@ class EnvPool:
         reset started), each env of a full reset marked as reset where its first results come (in asynchronous
         mode, the batch of the reset or a later one)."""
         ids = np.asarray(info["env_id"], np.int32) if self.is_async else self.all_env_ids
-        if reset is None and self._fresh.any():
+        if reset is None and self._fresh_left:
             reset = ids[self._fresh[ids]]
             self._fresh[ids] = False
+            self._fresh_left = bool(self._fresh.any())
         return self._book.batch(obs, reward, terminated, truncated, info, ids, reset)
 
 

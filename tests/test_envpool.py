@@ -452,9 +452,66 @@ def test_gymnasium_task_partial_reset_and_gym_api():
         pool.close()
 
 
+@pytest.mark.parametrize("task, action", [("Pendulum-v1", np.zeros((2, 1), np.float32)),
+                                          ("MountainCar-v0", np.ones(2, np.int32))])
+def test_gymnasium_task_dm_timesteps_like_envpool(task, action):
+    """dm_env TimeSteps of a Gymnasium task: the same specs, and step types, discounts and zero rewards at the same
+    steps as EnvPool's, across episode ends (by truncation at 200 steps: neither task ends otherwise here)."""
+    theirs, mine = make_both(task, env_type="dm", num_envs=2)
+    try:
+        spec, their_spec = mine.observation_spec(), theirs.observation_spec()
+        assert spec.env_id == their_spec.env_id and mine.action_spec() == theirs.action_spec()
+        assert spec.obs.shape == their_spec.obs.shape and spec.obs.name == "obs"
+        assert spec == tuple(their_spec)  # (no infos of their own; players is a namedtuple of another name)
+        for t in range(420):
+            got, expected = (mine.reset(), theirs.reset()) if t == 0 else (mine.step(action), theirs.step(action))
+            assert got.step_type.tolist() == expected.step_type.tolist(), t
+            assert got.discount.tolist() == expected.discount.tolist(), t
+            assert ((got.reward == 0) == (expected.reward == 0)).all(), t
+            assert got.observation._fields[:3] == ("env_id", "players", "obs")
+            assert got.observation.env_id.tolist() == [0, 1] and got.observation.obs.shape[0] == 2
+        assert got.reward.dtype == np.float32 and got.discount.dtype == np.float32
+    finally:
+        theirs.close()
+        mine.close()
+
+
+def test_gymnasium_task_dm_discrete_observation_spec():
+    theirs, mine = make_both("FrozenLake-v1", env_type="dm", num_envs=2)
+    try:
+        spec, their_spec = mine.observation_spec().obs, theirs.observation_spec().obs
+        assert (type(spec), spec.num_values, spec.name) == (type(their_spec), 16, "obs")
+        assert spec.dtype == mine.observation_space.dtype  # (Gymnasium's int64; EnvPool's int32)
+        assert mine.action_spec() == theirs.action_spec()
+    finally:
+        theirs.close()
+        mine.close()
+
+
+def test_gymnasium_task_dm_state_holds_the_envs_infos_from_the_first_timestep():
+    """The State's fields after obs are the env's numeric infos (Gymnasium's names), in every TimeStep from the
+    reset on (zeros where an env's info lacks them), with the values the Gymnasium-API pool hands out."""
+    dm = ours.make("HalfCheetah-v5", env_type="dm", num_envs=2, seed=3, backend="serial")
+    plain = ours.make("HalfCheetah-v5", num_envs=2, seed=3, backend="serial")
+    try:
+        fields = ("x_position", "x_velocity", "reward_forward", "reward_ctrl")
+        assert dm.observation_spec()._fields[3:] == fields
+        first, (_, info) = dm.reset(), plain.reset()
+        assert first.observation._fields[3:] == fields
+        np.testing.assert_array_equal(first.observation.x_position, info["x_position"])
+        np.testing.assert_array_equal(first.observation.reward_ctrl, [0.0, 0.0])  # (a reset's info has none)
+        action = np.full((2, 6), 0.5, np.float32)
+        step, (_, _, _, _, info) = dm.step(action), plain.step(action)
+        for field in fields:
+            np.testing.assert_array_equal(getattr(step.observation, field), info[field])
+    finally:
+        dm.close()
+        plain.close()
+
+
 def test_gymnasium_task_refusals_say_what_to_do():
-    with pytest.raises(ConfigError, match=r"env_type='dm' is offered for Atari tasks; for CartPole-v1 use"):
-        ours.make("CartPole-v1", env_type="dm")
+    with pytest.raises(ConfigError, match=r'env_type="dm" describes Box and Discrete spaces; Tuple\(Discrete\(32\)'):
+        ours.make("Blackjack-v1", env_type="dm", backend="serial")
     with pytest.raises(ConfigError, match=r"unknown keyword\(s\) \['frame_stack'\] for HalfCheetah-v5: shoal.envpool "
                                           r"runs Gymnasium's HalfCheetah-v5, which takes \[.*'ctrl_cost_weight'"):
         ours.make("HalfCheetah-v5", frame_stack=2)

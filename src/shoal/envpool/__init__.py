@@ -17,7 +17,8 @@ Two kinds of task:
   EnvPool's (no-op counts, frames read at a life loss, how episodes are truncated).
 - **EnvPool's tasks that Gymnasium has too** (``"CartPole-v1"``, ``"HalfCheetah-v5"``, ...;
   :mod:`shoal.envpool.gymnasium_tasks`): Gymnasium's env of that id, its spaces and infos, with EnvPool's keywords;
-  the env's own keywords (``ctrl_cost_weight=...``) go to it.
+  the env's own keywords (``ctrl_cost_weight=...``) go to it. Under ``env_type="dm"`` the ``State`` holds the env's
+  numeric infos after ``obs``, under Gymnasium's names.
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ def make(task_id: str | Sequence[str], env_type: EnvType = "gymnasium", **kwargs
         task_id: EnvPool's id (``"Breakout-v5"``, ``"HalfCheetah-v5"``), or one Atari id per env (shoal's
             multi-ROM extension).
         env_type: ``"gymnasium"``, ``"gym"`` (the API of the ``gym`` package installed: 4-tuple steps before 0.26)
-            or ``"dm"`` (``dm_env.TimeStep``, Atari tasks).
+            or ``"dm"`` (``dm_env.TimeStep``).
         **kwargs: EnvPool's keywords (Atari: see :data:`DEFAULTS`; other tasks:
             :data:`~shoal.envpool.gymnasium_tasks.DEFAULTS` and the env's own), and shoal's ``backend``,
             ``num_workers``, ...
@@ -74,9 +75,7 @@ def make(task_id: str | Sequence[str], env_type: EnvType = "gymnasium", **kwargs
     envs: VectorEnv
     book: Book
     if isinstance(task_id, str) and task_id in _gymnasium.TASKS:
-        if env_type == "dm":
-            raise ConfigError(f"env_type='dm' is offered for Atari tasks; for {task_id} use 'gymnasium' or 'gym'")
-        envs, settings, book = _gymnasium.make_task(task_id, kwargs, shoal_options)
+        envs, settings, book = _gymnasium.make_task(task_id, kwargs, shoal_options, dm=env_type == "dm")
     else:
         unknown = sorted(set(kwargs) - set(DEFAULTS) - {"task"})
         if unknown:

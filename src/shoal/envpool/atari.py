@@ -204,3 +204,11 @@ class AtariBook:
     def render(self, envs: Any, ids: list[int]) -> np.ndarray:
         """Full-size RGB screens."""
         return np.stack(envs.render(ids))
+
+    def dm_fields(self, specs: Any) -> dict[str, Any]:
+        i32 = np.iinfo(np.int32)
+        return {
+            "lives": specs.BoundedArray((), np.int32, i32.min, i32.max, "lives"),
+            "reward": specs.Array((), np.float32, "reward"),
+            "terminated": specs.DiscreteArray(2, np.int32, "terminated"),
+        }

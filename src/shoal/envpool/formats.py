@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections import namedtuple
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, NamedTuple
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple, cast
 
 import numpy as np
 from gymnasium import spaces
@@ -97,11 +98,11 @@ def gym_space(gym: Any, space: spaces.Space) -> Any:
 
 
 class DM:
-    """``dm_env.TimeStep`` batches of an Atari pool: step_type FIRST at a reset, LAST when the episode ends; the
-    observation is EnvPool's ``State`` (obs and infos); discount 0 at the end (and at a lost life with
-    zero_discount_on_life_loss)."""
+    """``dm_env.TimeStep`` batches: step_type FIRST at a reset, LAST when the episode ends; the observation is
+    EnvPool's ``State`` (env ids, obs, then the task's infos: :meth:`Book.dm_fields`); discount 0 at the end (and,
+    in Atari pools, at a lost life with zero_discount_on_life_loss)."""
 
-    def __init__(self, pool: EnvPool, obs_space: spaces.Box, action_space: spaces.Discrete,
+    def __init__(self, pool: EnvPool, obs_space: spaces.Space, action_space: spaces.Space,
                  settings: dict[str, Any]) -> None:
         try:
             import dm_env
@@ -109,17 +110,19 @@ class DM:
         except ImportError as exc:
             raise ConfigError('env_type="dm" needs dm_env: pip install dm-env') from exc
         self.TimeStep = dm_env.TimeStep
-        self.zero_on_life_loss = bool(settings["zero_discount_on_life_loss"])
+        self.zero_on_life_loss = bool(settings.get("zero_discount_on_life_loss", False))
         self.observation_space = obs_space
         self.action_space = action_space
+        fields = pool._book.dm_fields(specs)
+        self.fields = tuple(fields)
+        # (an Atari pool's is the State class below; another task's has that task's infos)
+        self.State: Any = cast(Any, State if self.fields == State._fields[3:] else namedtuple(
+            "State", ("env_id", "players", "obs", *self.fields)))
         i32 = np.iinfo(np.int32)
-        scalar = lambda name: specs.BoundedArray((), np.int32, i32.min, i32.max, name)  # noqa: E731
-        self.obs_spec = State(
-            scalar("env_id"), Players(scalar("env_id")),
-            specs.BoundedArray(obs_space.shape, np.uint8, 0, 255, "obs"), scalar("lives"),
-            specs.Array((), np.float32, "reward"), specs.DiscreteArray(2, np.int32, "terminated"),
-        )
-        self.act_spec = specs.DiscreteArray(int(action_space.n), np.int32, "action")
+        env_id = specs.BoundedArray((), np.int32, i32.min, i32.max, "env_id")
+        self.obs_spec = self.State(env_id, Players(env_id), _spec(specs, obs_space, "obs", obs_space.dtype),
+                                   *fields.values())
+        self.act_spec = _spec(specs, action_space, "action", np.int32)
         pool.observation_spec = lambda: self.obs_spec  # type: ignore[attr-defined]
         pool.action_spec = lambda: self.act_spec  # type: ignore[attr-defined]
 
@@ -132,8 +135,21 @@ class DM:
         ending = done | lost_life
         step_type = np.where(batch.first, 0, np.where(done, 2, 1)).astype(np.int32)
         i = batch.info
-        state = State(i["env_id"], Players(i["env_id"]), batch.obs, i["lives"], i["reward"], i["terminated"])
+        state = self.State(i["env_id"], Players(i["env_id"]), batch.obs, *(i[k] for k in self.fields))
         return self.TimeStep(step_type, batch.reward, (~ending).astype(np.float32), state)
+
+
+def _spec(specs: Any, space: spaces.Space, name: str, discrete_dtype: Any) -> Any:
+    """dm_env's spec of one env's ``space`` (a Box or a Discrete; a Discrete's values of ``discrete_dtype``)."""
+    if isinstance(space, spaces.Discrete) and space.start == 0:
+        return specs.DiscreteArray(int(space.n), discrete_dtype, name)
+    if isinstance(space, spaces.Box):
+        low, high = space.low, space.high
+        uniform = low.size and (low == low.flat[0]).all() and (high == high.flat[0]).all()
+        return specs.BoundedArray(space.shape, space.dtype, low.flat[0] if uniform else low,
+                                  high.flat[0] if uniform else high, name)
+    raise ConfigError(f'env_type="dm" describes Box and Discrete spaces; {space} has no dm_env spec here: use '
+                      f'env_type="gymnasium"')
 
 
 class Players(NamedTuple):

@@ -48,10 +48,12 @@ DEFAULTS: dict[str, Any] = {
 task's (Gymnasium's registration of the same id, as EnvPool's)."""
 
 
-def make_task(task_id: str, kwargs: dict[str, Any], shoal_options: dict[str, Any]) -> tuple[
+def make_task(task_id: str, kwargs: dict[str, Any], shoal_options: dict[str, Any], dm: bool = False) -> tuple[
         VectorEnv, dict[str, Any], GymnasiumBook]:
     """The vector env, EnvPool's settings and the bookkeeping of a pool of ``task_id``; ``kwargs``: EnvPool's
-    keywords, and the env's own (``ctrl_cost_weight``, ...), which go to Gymnasium's env."""
+    keywords, and the env's own (``ctrl_cost_weight``, ...), which go to Gymnasium's env. ``dm``: the pool hands
+    out ``dm_env`` TimeSteps, whose specs name the env's infos before the first batch (an env is made here, reset
+    and stepped once, to learn them)."""
     spec = gymnasium.spec(task_id)
     env_kwargs = {k: v for k, v in kwargs.items() if k not in DEFAULTS and k != "max_episode_steps"}
     _check_env_keywords(task_id, spec, env_kwargs)
@@ -84,10 +86,26 @@ def make_task(task_id: str, kwargs: dict[str, Any], shoal_options: dict[str, Any
         unknown = [named.group(1)] if named else sorted(env_kwargs)
         raise ConfigError(_unknown_keywords(task_id, spec, unknown)) from exc
     try:
-        return envs, settings, GymnasiumBook(envs)
+        return envs, settings, GymnasiumBook(envs, _info_keys(task_id, env_kwargs) if dm else {})
     except BaseException:
         envs.close()
         raise
+
+
+def _info_keys(task_id: str, env_kwargs: dict[str, Any]) -> dict[str, tuple[np.dtype, tuple[int, ...]]]:
+    """The keys of the infos of ``task_id``'s env (a reset's, then a step's), each value's dtype and shape."""
+    env = gymnasium.make(task_id, **env_kwargs)
+    try:
+        _, info = env.reset(seed=0)
+        step_info = env.step(env.action_space.sample())[4]
+    finally:
+        env.close()
+    keys = {}
+    for key, value in {**info, **step_info}.items():
+        array = np.asarray(value)
+        if array.dtype.kind in "biuf":  # (numbers: what EnvPool's State holds)
+            keys[key] = (array.dtype, array.shape)
+    return keys
 
 
 def _check_env_keywords(task_id: str, spec: Any, env_kwargs: dict[str, Any]) -> None:
@@ -118,12 +136,12 @@ class GymnasiumBook:
     """EnvPool's bookkeeping of a Gymnasium task: ``elapsed_step`` (steps since the episode started), float32
     rewards, and the env's own infos in EnvPool's form."""
 
-    def __init__(self, envs: VectorEnv) -> None:
+    def __init__(self, envs: VectorEnv, keys: dict[str, tuple[np.dtype, tuple[int, ...]]]) -> None:
         self.observation_space = envs.single_observation_space
         self.action_space = envs.single_action_space
         self._elapsed = np.zeros(envs.num_envs, np.int32)
         self._ended = np.zeros(envs.num_envs, np.bool_)  # the env's last step ended its episode
-        self._keys: dict[str, tuple[np.dtype, tuple[int, ...]]] = {}  # the env's info keys seen so far
+        self._keys = dict(keys)  # the env's info keys known so far (dm: all of them, from the start)
 
     def batch(self, obs: Any, reward: Any, terminated: Any, truncated: Any, info: dict[str, Any], ids: np.ndarray,
               reset: np.ndarray | None) -> Batch:
@@ -163,5 +181,9 @@ class GymnasiumBook:
         """The frames the envs render (``render_mode="rgb_array"``)."""
         frames = envs.call("render")
         return np.stack([frames[i] for i in ids])
+
+    def dm_fields(self, specs: Any) -> dict[str, Any]:
+        """The env's numeric infos (as Gymnasium's env names them)."""
+        return {k: specs.Array(shape, dtype, k) for k, (dtype, shape) in self._keys.items()}
 
 

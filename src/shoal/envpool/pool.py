@@ -39,6 +39,10 @@ class Book(Protocol):
         """The frames of envs ``ids``, stacked."""
         ...
 
+    def dm_fields(self, specs: Any) -> dict[str, Any]:
+        """The infos that EnvPool's dm ``State`` holds after the observation, with their ``dm_env.specs``."""
+        ...
+
 
 class EnvPool:
     """An EnvPool-style pool (made by :func:`shoal.envpool.make`), stepping one shoal vector env (:attr:`envs`).

@@ -27,37 +27,30 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from shoal.bench.throughput import interleaved  # noqa: E402
 
 
-def pool_rate(module: str, task: str, n: int, seconds: float, threads: int = 0, windows: int = 5) -> float:
+def pool_rate(module: str, task: str, n: int, seconds: float, threads: int = 0) -> float:
     """Steps/s of a pool of ``task`` from ``module`` (``"envpool"`` or ``"shoal.envpool"``; ``threads``: its
-    ``num_threads``, 0 its default), stepped with random actions: the best of ``windows`` windows after a warm-up
-    window."""
+    ``num_threads``, 0 its default), stepped with random actions."""
     envpool = importlib.import_module(module)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         envs = envpool.make(task, env_type="gymnasium", num_envs=n, num_threads=threads, seed=0)
-    space = envs.action_space
-    rng = np.random.default_rng(0)
-    actions = [np.stack([_sample(space, rng) for _ in range(n)]) for _ in range(64)]
     envs.reset()
-    best, window = 0.0, seconds / windows
-    for w in range(windows + 1):
-        steps, start = 0, time.perf_counter()
-        while time.perf_counter() - start < window:
-            envs.step(actions[steps % 64])
-            steps += 1
-        if w:
-            best = max(best, steps * n / (time.perf_counter() - start))
-    envs.close()
-    return best
+    return _rate(envs, envs.action_space, n, seconds)
 
 
-def gym_rate(kind: str, task: str, n: int, seconds: float, windows: int = 5) -> float:
+def gym_rate(kind: str, task: str, n: int, seconds: float) -> float:
     """Steps/s of Gymnasium's ``SyncVectorEnv`` or ``AsyncVectorEnv`` of ``task``, the same loop."""
     cls = gym.vector.SyncVectorEnv if kind == "sync" else gym.vector.AsyncVectorEnv
     envs = cls([lambda: gym.make(task)] * n)
-    rng = np.random.default_rng(0)
-    actions = [np.stack([_sample(envs.single_action_space, rng) for _ in range(n)]) for _ in range(64)]
     envs.reset(seed=0)
+    return _rate(envs, envs.single_action_space, n, seconds)
+
+
+def _rate(envs, space, n: int, seconds: float, windows: int = 5) -> float:
+    """Steps/s of ``envs`` (reset, closed afterwards) stepped with random actions of one env's ``space``: the best of
+    ``windows`` windows after a warm-up window."""
+    rng = np.random.default_rng(0)
+    actions = [np.stack([_sample(space, rng) for _ in range(n)]) for _ in range(64)]
     best, window = 0.0, seconds / windows
     for w in range(windows + 1):
         steps, start = 0, time.perf_counter()

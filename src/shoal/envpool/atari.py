@@ -13,16 +13,11 @@ from gymnasium.vector import AutoresetMode
 from shoal.atari.env import AtariVectorEnv
 from shoal.atari.roms import game_ids
 from shoal.envpool.formats import Batch
+from shoal.envpool.pool import COMMON_DEFAULTS
 from shoal.errors import ConfigError
 
 DEFAULTS: dict[str, Any] = {
-    "num_envs": 1,
-    "batch_size": 0,
-    "num_threads": 0,
-    "max_num_players": 1,
-    "thread_affinity_offset": -1,
-    "seed": 42,
-    "gym_reset_return_info": None,
+    **COMMON_DEFAULTS,
     "max_episode_steps": 27000,
     "stack_num": 4,
     "frame_skip": 4,
@@ -40,7 +35,7 @@ DEFAULTS: dict[str, Any] = {
     "use_inter_area_resize": True,
     "gray_scale": True,
 }
-"""EnvPool's Atari keywords and their defaults (``envpool/atari/atari_env.h`` and ``envpool/core/env_spec.h``)."""
+"""EnvPool's keywords of an Atari task and their defaults (``envpool/atari/atari_env.h``, and every task's)."""
 
 
 def atari_ids() -> list[str]:

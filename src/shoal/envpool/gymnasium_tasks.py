@@ -19,6 +19,7 @@ from gymnasium.envs.registration import load_env_creator
 
 import shoal
 from shoal.envpool.formats import Batch
+from shoal.envpool.pool import COMMON_DEFAULTS
 from shoal.errors import ConfigError
 from shoal.vector.base import VectorEnv
 
@@ -35,17 +36,9 @@ TASKS = (
 text, Box2D and MuJoCo families; its v2/v3 MuJoCo tasks need mujoco-py in Gymnasium, and its other families have no
 Gymnasium env)."""
 
-DEFAULTS: dict[str, Any] = {
-    "num_envs": 1,
-    "batch_size": 0,
-    "num_threads": 0,
-    "max_num_players": 1,
-    "thread_affinity_offset": -1,
-    "seed": 42,
-    "gym_reset_return_info": None,
-}
-"""EnvPool's keywords of every task and their defaults (``envpool/core/env_spec.h``); ``max_episode_steps`` is the
-task's (Gymnasium's registration of the same id, as EnvPool's)."""
+DEFAULTS: dict[str, Any] = COMMON_DEFAULTS
+"""EnvPool's keywords of these tasks: every task's; ``max_episode_steps`` is the task's (Gymnasium's registration
+of the same id, as EnvPool's)."""
 
 
 def make_task(task_id: str, kwargs: dict[str, Any], shoal_options: dict[str, Any], dm: bool = False) -> tuple[

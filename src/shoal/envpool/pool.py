@@ -17,6 +17,18 @@ from shoal.errors import ConfigError, ShoalError
 from shoal.vector.base import VectorEnv
 
 
+COMMON_DEFAULTS: dict[str, Any] = {
+    "num_envs": 1,
+    "batch_size": 0,
+    "num_threads": 0,
+    "max_num_players": 1,
+    "thread_affinity_offset": -1,
+    "seed": 42,
+    "gym_reset_return_info": None,
+}
+"""EnvPool's keywords of every task and their defaults (``envpool/core/env_spec.h``)."""
+
+
 class Book(Protocol):
     """A task's bookkeeping: EnvPool's form of each batch shoal returns."""
 

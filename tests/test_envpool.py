@@ -526,3 +526,5 @@ def test_gymnasium_task_refusals_say_what_to_do():
         ours.make("CartPole-v1", thread_affinity_offset=0)
     with pytest.raises(ConfigError, match=r"max_episode_steps must be a positive integer, got 0"):
         ours.make("CartPole-v1", max_episode_steps=0)
+    with pytest.raises(ConfigError, match=r"a list of task ids mixes Atari games in one pool; 'CartPole-v1' is one"):
+        ours.make(["Pong-v5", "CartPole-v1"], num_envs=2)

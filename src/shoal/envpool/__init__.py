@@ -77,6 +77,10 @@ def make(task_id: str | Sequence[str], env_type: EnvType = "gymnasium", **kwargs
     if isinstance(task_id, str) and task_id in _gymnasium.TASKS:
         envs, settings, book = _gymnasium.make_task(task_id, kwargs, shoal_options, dm=env_type == "dm")
     else:
+        listed = [t for t in ([] if isinstance(task_id, str) else task_id) if t in _gymnasium.TASKS]
+        if listed:
+            raise ConfigError(f"a list of task ids mixes Atari games in one pool; {listed[0]!r} is one of EnvPool's "
+                              f"Gymnasium tasks: pass its id alone (shoal.envpool.make({listed[0]!r}, num_envs=...))")
         unknown = sorted(set(kwargs) - set(DEFAULTS) - {"task"})
         if unknown:
             raise ConfigError(

@@ -33,8 +33,9 @@ TASKS = (
     "Walker2d-v4", "Walker2d-v5",
 )
 """EnvPool's ids of the tasks whose Gymnasium env of the same id makes here (EnvPool 1.2's classic control, toy
-text, Box2D and MuJoCo families; its v2/v3 MuJoCo tasks need mujoco-py in Gymnasium, and its other families have no
-Gymnasium env)."""
+text, Box2D and MuJoCo families; its v2/v3 MuJoCo tasks need mujoco-py in Gymnasium). Its other families (MiniGrid,
+Procgen, DeepMind Control, ...) are left out: their Gymnasium counterparts, where there are some, differ from
+EnvPool's in spaces or infos (MiniGrid's mission is text, EnvPool's 96 bytes beside a mission id)."""
 
 DEFAULTS: dict[str, Any] = COMMON_DEFAULTS
 """EnvPool's keywords of these tasks: every task's; ``max_episode_steps`` is the task's (Gymnasium's registration

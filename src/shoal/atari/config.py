@@ -8,6 +8,7 @@ from typing import Any, Literal, Sequence
 from shoal.atari.frames import SCREEN_HEIGHT, SCREEN_WIDTH
 from shoal.atari.roms import FULL_ACTIONS, check_game, game_info
 from shoal.errors import ConfigError
+from shoal.vector.checks import check_positive_int
 
 ObsType = Literal["rgb", "grayscale", "ram"]
 LifeLossReset = Literal["game", "continue"]
@@ -111,7 +112,7 @@ class AtariConfig:
                     f"env {env_id} ({game!r}): difficulty {difficulty!r} is not one of {list(info.difficulties)}"
                 )
         if not isinstance(self.frameskip, tuple):
-            _positive_int("frameskip", self.frameskip)
+            check_positive_int("frameskip", self.frameskip)
         elif not (len(self.frameskip) == 2 and all(_is_int(v) for v in self.frameskip)
                   and 1 <= self.frameskip[0] < self.frameskip[1]):
             raise ConfigError(
@@ -129,12 +130,12 @@ class AtariConfig:
             raise ConfigError(f"obs_type must be one of {', '.join(map(repr, OBS_TYPES))}, got {self.obs_type!r}")
         if self.obs_type != "ram" and self.grayscale != (self.obs_type == "grayscale"):
             raise ConfigError(f"obs_type={self.obs_type!r} and grayscale={self.grayscale!r} disagree")
-        _positive_int("stack_num", self.stack_num)
+        check_positive_int("stack_num", self.stack_num)
         if self.padding_type not in ("reset", "zero"):
             raise ConfigError(f"padding_type must be 'reset' or 'zero', got {self.padding_type!r}")
-        _positive_int("img_height", self.img_height)
-        _positive_int("img_width", self.img_width)
-        _positive_int("max_num_frames_per_episode", self.max_num_frames_per_episode)
+        check_positive_int("img_height", self.img_height)
+        check_positive_int("img_width", self.img_width)
+        check_positive_int("max_num_frames_per_episode", self.max_num_frames_per_episode)
         if isinstance(self.noop_max, bool) or not isinstance(self.noop_max, int) or self.noop_max < 0:
             raise ConfigError(f"noop_max must be a non-negative integer, got {self.noop_max!r}")
         sticky = self.repeat_action_probability
@@ -201,11 +202,6 @@ def per_env(name: str, value: Any, n: int) -> tuple[Any, ...]:
 
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _positive_int(name: str, value: Any) -> None:
-    if not _is_int(value) or value < 1:
-        raise ConfigError(f"{name} must be a positive integer, got {value!r}")
 
 
 def games_of(games: Sequence[str] | None, game: str | None, num_envs: int | None) -> tuple[str, ...]:

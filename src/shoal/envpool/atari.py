@@ -15,6 +15,7 @@ from shoal.atari.roms import game_ids
 from shoal.envpool.formats import Batch
 from shoal.envpool.pool import COMMON_DEFAULTS
 from shoal.errors import ConfigError
+from shoal.vector.checks import check_positive_int
 
 DEFAULTS: dict[str, Any] = {
     **COMMON_DEFAULTS,
@@ -83,8 +84,7 @@ def _games(task_id: str | Sequence[str], num_envs: Any, task: str | None) -> lis
             )
         return names[name]
 
-    if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
-        raise ConfigError(f"num_envs must be a positive integer, got {num_envs!r}")
+    check_positive_int("num_envs", num_envs)
     if isinstance(task_id, str):
         game = game_of(task_id)
         if task is not None and task != game:
@@ -117,9 +117,7 @@ def _atari_keywords(s: dict[str, Any]) -> dict[str, Any]:
             "(EnvPool's default)"
         )
     for name in ("max_episode_steps", "frame_skip"):
-        value = s[name]
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+        check_positive_int(name, s[name])
     return {
         "batch_size": s["batch_size"],
         "num_threads": s["num_threads"],

@@ -21,6 +21,7 @@ import shoal
 from shoal.envpool.formats import Batch
 from shoal.envpool.pool import COMMON_DEFAULTS
 from shoal.errors import ConfigError
+from shoal.vector.checks import check_positive_int
 from shoal.vector.base import VectorEnv
 
 TASKS = (
@@ -54,8 +55,7 @@ def make_task(task_id: str, kwargs: dict[str, Any], shoal_options: dict[str, Any
     limit = kwargs.get("max_episode_steps", spec.max_episode_steps)
     settings = {**DEFAULTS, **{k: v for k, v in kwargs.items() if k in DEFAULTS}, "max_episode_steps": limit}
     if "max_episode_steps" in kwargs:  # (else the registration's, which gymnasium.make applies)
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise ConfigError(f"max_episode_steps must be a positive integer, got {limit!r}")
+        check_positive_int("max_episode_steps", limit)
         env_kwargs["max_episode_steps"] = limit
     if settings["max_num_players"] != 1:
         raise ConfigError(f"{task_id} has one player; max_num_players={settings['max_num_players']!r}")
@@ -63,8 +63,7 @@ def make_task(task_id: str, kwargs: dict[str, Any], shoal_options: dict[str, Any
         raise ConfigError(f"thread_affinity_offset pins the workers of Atari pools; {task_id}'s are not pinned: "
                           f"leave it at -1, got {settings['thread_affinity_offset']!r}")
     num_envs, batch_size, threads = settings["num_envs"], settings["batch_size"], settings["num_threads"]
-    if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
-        raise ConfigError(f"num_envs must be a positive integer, got {num_envs!r}")
+    check_positive_int("num_envs", num_envs)
     options = dict(shoal_options)
     if threads and options.get("num_workers", threads) != threads:
         raise ConfigError(f"num_threads={threads} and num_workers={options['num_workers']} disagree; pass one")

@@ -214,6 +214,12 @@ def _check_gamma(gamma: Any) -> float:
     return float(gamma)
 
 
+def check_positive_int(name: str, value: Any) -> None:
+    """Refuse ``value`` for setting ``name`` unless it is a positive Python integer (not a bool)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+
+
 def check_seeds(seed: Any, n: int) -> list[int | None]:
     """Gymnasium's seed forms: None, an int (``seed + i`` for env ``i``) or one int/None per env."""
     if seed is None:

@@ -645,7 +645,7 @@ def test_a_command_crosses_with_its_op_ids_and_payload():
     """A command pickles as its op's number, its ids' bytes and its payload (cloudpickle's too, for a lambda in a
     call's arguments), and comes back equal: the same op member, ids of the same dtype and values (a strided view's
     too), writeable; the payload as pickle gives it."""
-    from shoal.vector.engine import Command, Op
+    from shoal.vector.commands import Command, Op
     from shoal.vector.transport import pickled
 
     ids = np.arange(3, 11, dtype=np.intp)
@@ -673,7 +673,7 @@ def test_a_command_crosses_with_its_op_ids_and_payload():
 def test_action_sequences_cross_with_their_types_shapes_and_values():
     """Sequences pickle as their arrays' types, shapes and bytes and come back equal and writeable: a part split off
     a larger batch (a view with offsets rebased), actions of several axes, float actions, none at all."""
-    from shoal.vector.engine import Command, Op, Sequences
+    from shoal.vector.commands import Command, Op, Sequences
     from shoal.vector.transport import pickled
 
     rng = np.random.default_rng(3)

@@ -380,7 +380,7 @@ def test_a_sweep_on_ray_equals_a_local_one():
      (2, [16, 16, 16], [1, 1, 0]), (10, [2, 8], [2, 8]), (7, [4, 2, 2], [3, 2, 2])],
 )
 def test_workers_are_shared_among_nodes_in_proportion_to_their_cpus(workers, cpus, expected):
-    from shoal.vector.ray_transport import shares
+    from shoal.vector.ray_cluster import shares
 
     assert shares(workers, cpus) == expected
 
@@ -422,7 +422,7 @@ class _NodeTable:
 
 
 def test_a_node_table_ray_does_not_give_is_an_error_not_a_hang():
-    from shoal.vector.ray_transport import nodes
+    from shoal.vector.ray_cluster import nodes
 
     release = threading.Event()
     try:
@@ -486,7 +486,7 @@ def test_a_node_actor_serves_the_vector_env_after_strangers_fail_its_challenge_o
 
     from shoal.spaces import Layout
     from shoal.vector.buffers import BufferSpec
-    from shoal.vector.engine import Command, Op
+    from shoal.vector.commands import Command, Op
     from shoal.vector.gym_engine import GymEngineFactory
     from shoal.vector.ray_node import CLOSE, NUMBER, NodeHost, command_request, read_reply
     from shoal.vector.ray_transport import dial
@@ -811,7 +811,7 @@ def test_workers_forked_beside_ray_leave_its_garbage_handles_alone():
     start: the workers start and Ray still lists its nodes. Before the parent's heap was frozen for forks, a worker
     finalizing a handle could hang on a lock of Ray's threads (its start never answered), and Ray in the parent then
     hung in ray.nodes() (twice in CI) or aborted ("publisher_id is empty")."""
-    from shoal.vector.ray_transport import nodes
+    from shoal.vector.ray_cluster import nodes
 
     fns = [functools.partial(made_in_worker, os.getpid(), collect=True)] * 4
     for _ in range(3):

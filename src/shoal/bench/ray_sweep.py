@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generator
 
 from shoal.bench.sweep import policy_file, run_pairs
-from shoal.vector.ray_transport import nodes, session, shares
+from shoal.vector.ray_cluster import nodes, session, shares
 
 if TYPE_CHECKING:
     from shoal.vector.base import Backend

@@ -3,7 +3,7 @@
 Commands come through the worker's :class:`~shoal.vector.link.Link`: the index of one of its groups to step (the
 actions are already in shared memory), or to run a command whose payload the parent left in shared memory (action
 sequences, a reset with neither seeds nor options: :func:`shared_kind`), a pickled
-:class:`~shoal.vector.engine.Command`, or :data:`CLOSE`. One answer
+:class:`~shoal.vector.commands.Command`, or :data:`CLOSE`. One answer
 per command, in the order they came: nothing (the results are in shared memory) or a pickled ``(ok, value)`` pair
 carrying infos, call results or an error (in the answer slot's mailbox when it is small, else on the pipe). So a
 step whose infos are empty makes no pickle, and one whose pickled answer fits a mailbox no system call.
@@ -31,7 +31,8 @@ from shoal.errors import EnvError, EnvOutputError, ShoalError
 from shoal.vector.buffers import Buffers, BufferSpec
 from shoal.vector._counters import Counters
 from shoal.vector.channel import Channel
-from shoal.vector.engine import Command, LooseObs, Op, Sequences, run_of
+from shoal.vector.commands import Command, LooseObs, Op, Sequences
+from shoal.vector.engine import run_of
 from shoal.vector.info_table import InfoTable
 from shoal.vector.infos import Block, Entry, Finals, unbatch_info
 from shoal.vector.heap import retain_freed_memory

@@ -44,7 +44,8 @@ from shoal.vector.checks import (
     parse_autoreset_mode,
 )
 from shoal.vector.copies import SPLIT_FROM, SplitCopies, copy_out
-from shoal.vector.engine import Command, LooseObs, Op, Sequences, split_by
+from shoal.vector.commands import Command, LooseObs, Op, Sequences
+from shoal.vector.engine import split_by
 from shoal.vector.infos import InfoParts, merge_infos
 from shoal.vector.layout import checked_batch_size, group_layout, worker_count
 from shoal.vector.load import BUSY, ShareCost

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from shoal.errors import ConfigError
-from shoal.vector.engine import Command, Op
+from shoal.vector.commands import Command, Op
 from shoal.vector.state import AsyncState, check_timeout, guarded, whole
 
 if TYPE_CHECKING:

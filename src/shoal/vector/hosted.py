@@ -25,7 +25,8 @@ from shoal.errors import ConfigError, EnvOutputError
 from shoal.spaces import Layout
 from shoal.vector.buffers import Buffers
 from shoal.vector.checks import parse_autoreset_mode
-from shoal.vector.engine import Engine, InfoEntries, Sequences, close_all, env_error, run_of, split_by
+from shoal.vector.commands import InfoEntries, Sequences
+from shoal.vector.engine import Engine, close_all, env_error, run_of, split_by
 from shoal.vector.gym_engine import standalone
 from shoal.vector.infos import Block, Finals, check_block, owned, unbatch_info
 

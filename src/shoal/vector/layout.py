@@ -43,7 +43,7 @@ def worker_count(
     if address is not None and backend != "ray":
         raise ConfigError(f"address= is the Ray cluster to join; it needs backend='ray', not {backend!r}")
     if num_workers is None and backend == "ray":
-        from shoal.vector.ray_transport import cluster_cpus
+        from shoal.vector.ray_cluster import cluster_cpus
 
         return Workers(min(units, cluster_cpus(address)))
     if num_workers is None and backend == "multiprocessing" and share_cost is not None:

@@ -64,7 +64,8 @@ from shoal.vector.link import (
     mailbox_bytes,
     wait,
 )
-from shoal.vector.engine import Command, Engine
+from shoal.vector.commands import Command
+from shoal.vector.engine import Engine
 from shoal.vector.cpus import usable_cores
 from shoal.vector.transport import EngineFactory, Transport, answer_of, messages, pickled, raise_first, timed_out
 

@@ -29,7 +29,7 @@ import numpy as np
 from shoal.errors import WaitTimeoutError
 from shoal.vector import _worker
 from shoal.vector.buffers import Buffers, BufferSpec
-from shoal.vector.engine import Command
+from shoal.vector.commands import Command
 from shoal.vector.stacks import Receiver, Sender, stacked
 from shoal.vector.transport import Transport, pickled
 

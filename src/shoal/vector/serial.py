@@ -8,7 +8,8 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 
 from shoal.vector.buffers import BufferSpec
-from shoal.vector.engine import Command, close_all
+from shoal.vector.commands import Command
+from shoal.vector.engine import close_all
 from shoal.vector.transport import EngineFactory, Transport, answer_of
 
 

@@ -1,7 +1,7 @@
 """The backend interface: move commands to the engines hosting each group of envs, and their results back.
 
 A backend knows nothing of autoreset, seeds, sequences or infos (the engine and the vector env own those); it only
-carries :class:`~shoal.vector.engine.Command` objects to groups and results back, the way httpx's ``BaseTransport``
+carries :class:`~shoal.vector.commands.Command` objects to groups and results back, the way httpx's ``BaseTransport``
 only carries requests. Group ``g`` is envs ``groups[g]`` (a range of global env ids), the unit of stepping; a host
 (a worker process, a Ray actor) runs one engine over the consecutive groups ``hosts[h]`` and answers their commands
 in the order it was sent them, so a host can step one group while the caller handles another.
@@ -20,7 +20,8 @@ from gymnasium.vector import AutoresetMode
 
 from shoal.errors import UnpicklableError, WaitTimeoutError
 from shoal.vector.buffers import Buffers, BufferSpec
-from shoal.vector.engine import Command, Engine, Op
+from shoal.vector.commands import Command, Op
+from shoal.vector.engine import Engine
 
 EngineFactory = Callable[[range, Buffers, AutoresetMode], Engine]
 """Builds the engine for one group: ``factory(env_ids, buffers, autoreset_mode)``; must pickle with cloudpickle."""
@@ -68,7 +69,7 @@ class Transport(ABC):
 
     def step(self, groups: Sequence[int], own_actions: np.ndarray | None = None) -> None:
         """Start one step of each of ``groups``, their actions being in the buffers: :meth:`dispatch` of
-        :data:`~shoal.vector.engine.Op.STEP` commands, which a backend may carry a faster way (every step does).
+        :data:`~shoal.vector.commands.Op.STEP` commands, which a backend may carry a faster way (every step does).
 
         ``own_actions`` (only when ``groups`` are all of them): the actions of the envs at :attr:`own_rows`, which
         the buffers then do not hold; the engines in this process read them there."""

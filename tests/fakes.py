@@ -6,6 +6,7 @@ import copy
 import gc
 import os
 import signal
+import string
 import time
 
 import gymnasium as gym
@@ -313,15 +314,24 @@ class Words(gym.Space):
         return isinstance(other, Words)
 
 
+# Text's default characters in the order Gymnasium 1.2 and later draw from (sorted): before, a Text space drew from
+# the iteration order of a frozenset, which follows the process's string hashing, so a worker started by spawn or
+# forkserver drew other strings from the same seed than the parent did (Gymnasium's behaviour, not shoal's)
+ALPHANUMERIC = "".join(sorted(string.ascii_letters + string.digits))
+
 LOOSE_SPACES = {
-    "text": spaces.Text(8),
+    "text": spaces.Text(8, charset=ALPHANUMERIC),
     "graph": spaces.Graph(node_space=spaces.Box(-1, 1, (3,), np.float32), edge_space=spaces.Discrete(4)),
     "sequence": spaces.Sequence(spaces.Box(0, 1, (2,), np.float32)),
     "sequence_stacked": spaces.Sequence(spaces.Discrete(5), stack=True),
     "oneof": spaces.OneOf((spaces.Discrete(3), spaces.Box(0, 1, (2,), np.float32))),
     "custom": Words(),
     "dict_text_box": spaces.Dict(
-        {"mission": spaces.Text(10), "image": spaces.Box(0, 255, (3, 3), np.uint8), "dir": spaces.Discrete(4)}
+        {
+            "mission": spaces.Text(10, charset=ALPHANUMERIC),
+            "image": spaces.Box(0, 255, (3, 3), np.uint8),
+            "dir": spaces.Discrete(4),
+        }
     ),
     "tuple_graph": spaces.Tuple(
         (spaces.Graph(node_space=spaces.Discrete(3), edge_space=None), spaces.Box(-2, 2, (2,), np.float32))
@@ -444,7 +454,10 @@ class BadDataEnv(gym.Env):
             )
         if kind.startswith("loose"):  # a loose leaf (Text) in a dict of its own
             self.observation_space = spaces.Dict(
-                {"pos": spaces.Box(-1, 1, (2,), np.float32), "note": spaces.Dict({"said": spaces.Text(8)})}
+                {
+                    "pos": spaces.Box(-1, 1, (2,), np.float32),
+                    "note": spaces.Dict({"said": spaces.Text(8, charset=ALPHANUMERIC)}),
+                }
             )
         self.action_space = spaces.Discrete(2)
 

@@ -37,7 +37,8 @@ BAD_STEPS = [
     ("step_none", r"expected a tuple \(observation, reward, terminated, truncated, info\), got None"),
     ("dict_missing_key", r"observation: expected a dict with keys \['id', 'pos'\], got \['pos'\]"),
     ("dict_leaf_shape", r"observation\['pos'\]: expected shape \(2,\) for Box\(.*\), got an array of shape \(3,\)"),
-    ("dict_leaf_scalar", r"observation\['pos'\]: expected shape \(2,\) for Box\(.*\), got float32 np.float32\(0.5\)"),
+    ("dict_leaf_scalar",  # (numpy 1 writes the scalar as 0.5)
+     r"observation\['pos'\]: expected shape \(2,\) for Box\(.*\), got float32 (np\.float32\(0\.5\)|0\.5)"),
     ("dict_extra_key", r"observation: expected a dict with keys \['id', 'pos'\], got \['extra', 'id', 'pos'\]"),
     ("loose_missing", r"observation\['note'\]: expected a dict with keys \['said'\], got \[\]"),
     ("loose_extra_key", r"observation\['note'\]: expected a dict with keys \['said'\], got \['extra', 'said'\]"),

@@ -1,11 +1,15 @@
 """The code itself: ``src/`` type-checks with mypy (STYLE: shoal ships ``py.typed``) and the repository passes the
-project's ruff rules (pyflakes' errors, 120-column lines). Both tools are pinned in the ``test`` extra."""
+project's ruff rules (pyflakes' errors, 120-column lines). Both tools are pinned in the ``test`` extra. And the lower
+bounds of ``pyproject.toml``'s dependencies are ones ``.ci/floor`` can pin and test."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -22,3 +26,19 @@ def test_src_type_checks_with_mypy():
 def test_the_code_passes_ruff():
     run = _run("ruff", "check", "--output-format", "concise", "src", "tests", "benchmarks", "examples", ".ci")
     assert run.returncode == 0, f"ruff found problems:\n{run.stdout}{run.stderr}"
+
+
+def test_every_dependency_has_a_lower_bound_that_ci_pins_to_its_oldest_release_line():
+    sys.path.insert(0, str(ROOT / ".ci"))
+    try:
+        from floor_pins import floor_pins
+    finally:
+        sys.path.remove(str(ROOT / ".ci"))
+    assert floor_pins(["numpy>=1.24", "opencv-python-headless>=4.8", "x[extra]>=2.2.1; python_version < '3.12'"]) == [
+        "numpy~=1.24.0", "opencv-python-headless~=4.8.0", "x~=2.2.1; python_version < '3.12'",
+    ]
+    for unbounded in ("numpy", "numpy<2", "numpy==1.26"):
+        with pytest.raises(SystemExit, match="lower bound"):
+            floor_pins([unbounded])
+    dependencies = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    assert len(floor_pins(dependencies)) == len(dependencies)

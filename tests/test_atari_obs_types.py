@@ -176,6 +176,7 @@ def test_videos_of_chosen_envs_one_file_per_episode(tmp_path, format):
 def test_videos_without_their_extra_say_how_to_get_it(tmp_path):
     from helpers import run_without
 
+    pytest.importorskip("imageio", reason="this hides av alone: imageio is the video extra's other half")
     code = f"""
         import shoal
         envs = shoal.AtariVectorEnv(games=["pong"], render_mode="rgb_array", backend="serial")
@@ -183,3 +184,19 @@ def test_videos_without_their_extra_say_how_to_get_it(tmp_path):
     """
     result = run_without("av", code)
     assert result.returncode != 0 and 'needs av to write mp4 files: pip install "shoal[video]"' in result.stderr
+    assert "Exception ignored" not in result.stderr, result.stderr
+
+
+def test_a_recorder_that_refuses_its_arguments_leaves_the_env_open(tmp_path):
+    """The env stays the caller's: Gymnasium 1.1's ``VectorEnv.__del__`` closes a wrapper it collects (and with it
+    the env), half-built ones too (`.ci/floor` runs this under Gymnasium 1.1)."""
+    import gc
+
+    with shoal.AtariVectorEnv(games=["pong"], render_mode="rgb_array", backend="serial") as envs:
+        envs.reset(seed=0)
+        for bad, match in (({"format": "avi"}, "format must be"), ({"env_ids": [3]}, "env_ids must name envs")):
+            with pytest.raises(ConfigError, match=match):
+                shoal.video.RecordEpisodes(envs, tmp_path / "v", **bad)
+            gc.collect()
+            assert not envs.closed
+            envs.step(np.zeros(1, np.int64))

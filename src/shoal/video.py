@@ -38,6 +38,11 @@ class RecordEpisodes(VectorWrapper):
     ``written`` lists the files written so far.
     """
 
+    _recording = False
+    """Set once the constructor is through: until then :meth:`close` leaves the env alone. (Gymnasium 1.1's
+    ``VectorEnv.__del__`` closes a wrapper it collects, and a wrapper's ``close`` closes its env: a constructor that
+    refused its arguments would otherwise close the caller's env, which the caller still holds.)"""
+
     def __init__(
         self,
         env: Any,
@@ -76,6 +81,7 @@ class RecordEpisodes(VectorWrapper):
         self._ended: set[int] = set()  # envs whose last step ended their episode: they reset on their next step
         self.written: list[Path] = []
         self._render: Callable[[list[int]], Sequence[Any]] = env.render  # frames of the envs named
+        self._recording = True
 
     def reset(self, *, seed: Any = None, options: dict | None = None) -> tuple[Any, dict]:
         obs, info = self.env.reset(seed=seed, options=options)
@@ -103,6 +109,8 @@ class RecordEpisodes(VectorWrapper):
         return obs, reward, terminated, truncated, info
 
     def close(self, **kwargs: Any) -> None:
+        if not self._recording:
+            return
         self.frames.clear()  # episodes that never ended are not written
         super().close(**kwargs)
 

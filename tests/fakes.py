@@ -314,9 +314,9 @@ class Words(gym.Space):
         return isinstance(other, Words)
 
 
-# Text's default characters in the order Gymnasium 1.2 and later draw from (sorted): before, a Text space drew from
-# the iteration order of a frozenset, which follows the process's string hashing, so a worker started by spawn or
-# forkserver drew other strings from the same seed than the parent did (Gymnasium's behaviour, not shoal's)
+# Text's default characters in the order newer Gymnasium releases (1.4 here) draw from, sorted: Gymnasium 1.1's Text
+# drew from the iteration order of a frozenset, which follows the process's string hashing, so a worker started by
+# spawn or forkserver drew other strings from the same seed than the parent did (Gymnasium's behaviour, not shoal's)
 ALPHANUMERIC = "".join(sorted(string.ascii_letters + string.digits))
 
 LOOSE_SPACES = {

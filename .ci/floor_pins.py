@@ -26,6 +26,11 @@ def floor_pins(dependencies: list[str]) -> list[str]:
     return pins
 
 
+def dependencies(path: str = "pyproject.toml") -> list[str]:
+    """The ``[project] dependencies`` of the ``pyproject.toml`` at ``path``."""
+    with open(path, "rb") as f:
+        return tomllib.load(f)["project"]["dependencies"]
+
+
 if __name__ == "__main__":
-    with open(sys.argv[1] if len(sys.argv) > 1 else "pyproject.toml", "rb") as f:
-        print("\n".join(floor_pins(tomllib.load(f)["project"]["dependencies"])))
+    print("\n".join(floor_pins(dependencies(*sys.argv[1:2]))))

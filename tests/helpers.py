@@ -69,7 +69,7 @@ def own_trajectories(envs, action_of, seed, calls, length_of=None, each_at_least
     of its own steps returned: ``(observation, reward, terminated, truncated, steps taken (-1 without sequences),
     final observation (same-step mode, an episode that ended; else None))``, to compare with the same envs stepped
     synchronously."""
-    from gymnasium.vector.utils import iterate
+    from gymnasium.vector.utils import concatenate, create_empty_array, iterate
 
     def act(i: int, t: int):
         if length_of is None:
@@ -83,7 +83,11 @@ def own_trajectories(envs, action_of, seed, calls, length_of=None, each_at_least
     while made < calls or (min(map(len, got.values())) < each_at_least and time.monotonic() < deadline):
         made += 1
         actions = [act(i, t_of[i]) for i in ids]
-        envs.send(np.array(actions) if length_of is None else actions, gamma=None if length_of is None else 0.5)
+        if length_of is None:  # (a batch of any action space, a Dict's too)
+            space = envs.single_action_space
+            envs.send(concatenate(space, actions, create_empty_array(space, len(actions))))
+        else:
+            envs.send(actions, gamma=0.5)
         for i in ids:
             t_of[i] += 1
         obs, reward, term, trunc, info = envs.recv()

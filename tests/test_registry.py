@@ -3,7 +3,8 @@
 The ids of Gymnasium (classic control, toy text, Box2D, MuJoCo), of MiniGrid and BabyAI, and shoal's own: real envs
 with their own spaces (MiniGrid's ``MissionSpace``, Blackjack's ``Tuple``, CarRacing's images) and infos (Taxi's
 action masks, MuJoCo's reward terms), on the multiprocessing backend, episodes cut short so that every env resets
-several times at different steps. Atari's ids are the Atari tests' (``test_atari_equivalence.py``, ``test_ale_py.py``).
+several times at different steps; and in asynchronous batches, where each env follows its own trajectory. Atari's
+ids are the Atari tests' (``test_atari_equivalence.py``, ``test_ale_py.py``).
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ import importlib.util
 import gymnasium as gym
 import pytest
 from gymnasium.vector import AutoresetMode
-from helpers import assert_same, beside_gymnasium
+from helpers import assert_same, beside_gymnasium, own_trajectories
 
+import shoal
 import shoal.sanity  # noqa: F401  (registers shoal's ids)
 
 minigrid = pytest.importorskip("minigrid", reason="the test extra installs it")  # (registers MiniGrid's and BabyAI's)
@@ -104,3 +106,24 @@ def test_the_registry_is_covered_and_the_ids_left_out_are_those_gymnasium_cannot
             env = gym.make(env_id)
             env.reset(seed=0)
             env.close()
+
+
+@pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP], ids=lambda m: m.value)
+@pytest.mark.parametrize("env_id", ONE_PER_CLASS)
+def test_every_registered_env_class_in_asynchronous_batches_follows_its_own_trajectory(env_id, mode):
+    """First 2 of 4 on two workers: whichever envs come back, each env's own steps (its own actions, observations,
+    rewards, flags and final observations) are those it takes when the four step synchronously."""
+    space = gym.make(env_id).action_space
+    table = []
+    for env in range(4):
+        space.seed(100 + env)
+        table.append([space.sample() for _ in range(200)])
+    fns = [functools.partial(gym.make, env_id, max_episode_steps=5 + 3 * i) for i in range(4)]
+    with shoal.make(fns, backend="serial", autoreset_mode=mode) as envs:
+        expected = own_trajectories(envs, lambda env, t: table[env][t], 3, 16)
+    with shoal.make(fns, num_workers=2, batch_size=2, autoreset_mode=mode) as envs:
+        got = own_trajectories(envs, lambda env, t: table[env][t], 3, 40, each_at_least=3)
+    for env in range(4):
+        k = min(len(got[env]), 16)
+        assert k >= 3, f"env {env} made too little progress ({k} steps)"
+        assert_same(tuple(got[env][:k]), tuple(expected[env][:k]), f"env {env}, against its synchronous trajectory")

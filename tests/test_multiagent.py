@@ -20,7 +20,7 @@ with warnings.catch_warnings():
     from pettingzoo.butterfly import knights_archers_zombies_v11, pistonball_v6
     from pettingzoo.classic import rps_v2, tictactoe_v3
 from pettingzoo.utils.conversions import aec_to_parallel, turn_based_aec_to_parallel
-from mpe2 import simple_adversary_v3, simple_spread_v3, simple_tag_v3
+from mpe2 import simple_adversary_v3, simple_speaker_listener_v4, simple_spread_v3, simple_tag_v3
 
 
 def zero_like(space):
@@ -43,7 +43,15 @@ class ByHand:
         # rows of agents whose spaces differ: each flattened by Gymnasium and padded to the longest
         self.width = None if same else max(spaces.flatdim(s) for s in self.spaces.values())
         self.space = first
+        self.actions = {a: self.envs[0].action_space(a) for a in self.agents}
         self.over = [False] * n
+
+    def _action(self, agent, row):
+        """The agent's own action in its row: where the agents' Box actions differ in size, its first entries."""
+        space = self.actions[agent]
+        if isinstance(space, spaces.Box) and np.size(row) != spaces.flatdim(space):
+            return np.asarray(row)[: spaces.flatdim(space)].reshape(space.shape)
+        return row
 
     def _obs(self, agent, value):
         if self.width is None:
@@ -84,7 +92,7 @@ class ByHand:
                 rows += self._rows(obs, None)
                 self.over[e] = False
                 continue
-            act = {agent: actions[e * a + self.agents.index(agent)] for agent in env.agents}
+            act = {agent: self._action(agent, actions[e * a + self.agents.index(agent)]) for agent in env.agents}
             obs, rew, term, trunc, _ = env.step(act)
             rows += self._rows(obs, (rew, term, trunc))
             self.over[e] = not env.agents or all(term[x] or trunc[x] for x in obs)
@@ -340,6 +348,55 @@ def test_heterogeneous_discrete_actions_are_checked_per_agent():
         message = r"row 4 \(env 1, agent 'b'\) got action 3, outside that agent's Discrete\(2\)"
         with pytest.raises(errors.ActionError, match=message):
             envs.step(np.array([3, 1, 3, 3, 3, 3]))
+
+
+@pytest.mark.parametrize("continuous", [False, True], ids=["discrete", "box"])
+def test_agents_of_different_action_spaces_sample_an_action_of_its_own_for_every_row(continuous):
+    """MPE's simple_speaker_listener: the speaker says one of 3 words, the listener moves (5 moves; continuous: Boxes
+    of 3 and 5 entries). ``action_space.sample()``, the random policy's idiom, gives every row an action of its own
+    agent's space; stepped with such actions the rows equal PettingZoo's stepped by hand."""
+    fn = partial(simple_speaker_listener_v4.parallel_env, max_cycles=6, continuous_actions=continuous)
+    probe = fn()
+    own = [probe.action_space(agent) for agent in probe.possible_agents]
+    assert len({str(space) for space in own}) == 2
+    with shoal.make(fn, 3, backend="serial") as envs:
+        envs.action_space.seed(0)
+        for _ in range(200):
+            sample = envs.action_space.sample()
+            assert sample.shape[0] == 6 and envs.action_space.contains(sample)
+            for row, space in zip(sample, own * 3):
+                size = spaces.flatdim(space) if continuous else 1
+                mine = row[:size].reshape(space.shape).astype(space.dtype) if continuous else np.int64(row)
+                assert space.contains(mine), (mine, space)
+                assert continuous or envs.single_action_space.contains(np.int64(row))
+    for config in ({"backend": "serial"}, {"backend": "multiprocessing", "num_workers": 2, "batch_size": 4}):
+        if "batch_size" not in config:
+            run_beside(fn, 3, 20, config)
+            continue
+        with shoal.make(fn, 4, **config) as envs:  # asynchronous batches of two whole envs: the same rows' space
+            envs.reset(seed=1)
+            envs.action_space.seed(1)
+            for _ in range(20):
+                envs.step(envs.action_space.sample())
+
+
+def test_box_actions_of_different_bounds_and_sizes_sample_within_each_agents_own():
+    own = {"a": spaces.Box(-1, 1, (2,), np.float32), "b": spaces.Box(0, 5, (3,), np.float32),
+           "c": spaces.Box(np.array([2, -3], np.float32), np.array([4, -2], np.float32))}
+
+    class ThreeBoxes(JoinLeave):
+        def action_space(self, agent):
+            return own[agent]
+
+    with shoal.make(ThreeBoxes, 2, backend="serial") as envs:
+        assert envs.single_action_space.shape == (3,)  # (one flat Box of the widest bounds)
+        envs.action_space.seed(0)
+        for _ in range(200):
+            sample = envs.action_space.sample()
+            assert sample.shape == (6, 3) and envs.single_action_space.contains(sample[0])
+            for row, agent in zip(sample, "abcabc"):
+                space = own[agent]
+                assert space.contains(row[: space.shape[0]]), (agent, row)
 
 
 def test_incompatible_action_spaces_are_refused_with_a_way_out():

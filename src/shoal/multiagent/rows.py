@@ -118,6 +118,25 @@ class AgentRows:
         discrete = [s for s in self.action_spaces if isinstance(s, spaces.Discrete)]  # all (_common_action)
         return np.array([int(s.start + s.n) for s in discrete])
 
+    def batch_action_space(self, envs: int) -> spaces.Space | None:
+        """The action space of ``envs`` envs' rows where the agents' action spaces differ, each row's its own agent's
+        actions, so that its ``sample()`` is valid for every row: a ``MultiDiscrete`` of the agents' ``n``, or a
+        ``Box`` with each agent's bounds in its entries (the rest, which the agent ignores, keep the rows' bounds).
+        None where the agents' action spaces are all alike (then it is the rows' space batched)."""
+        if all(s == self.action_space for s in self.action_spaces):
+            return None
+        if isinstance(self.action_space, spaces.Discrete):
+            n = np.tile([int(s.n) for s in self.action_spaces], envs)  # (Discrete only: _common_action)
+            return spaces.MultiDiscrete(n, start=np.full(len(n), int(self.action_space.start)))
+        row = self.action_space
+        assert isinstance(row, spaces.Box)  # (all Box: _common_action)
+        low, high = np.tile(row.low, (self.count, 1)), np.tile(row.high, (self.count, 1))
+        for k, space in enumerate(self.action_spaces):
+            assert isinstance(space, spaces.Box)
+            size = spaces.flatdim(space)
+            low[k, :size], high[k, :size] = space.low.ravel(), space.high.ravel()
+        return spaces.Box(np.tile(low, (envs, 1)), np.tile(high, (envs, 1)), dtype=row.dtype)
+
     def unflatten(self, agent: Hashable, observations: np.ndarray) -> Any:
         """Observations of rows of ``agent`` (a batch ``(n, D)`` as the env returned them) in the agent's own space:
         an array ``(n, *shape)`` for a Box, else a list of ``n`` values. Without flattening, the batch itself."""

@@ -58,6 +58,9 @@ class MultiAgentVectorEnv(VectorEnv):
             rows_per_env=rows.count,
             **options,
         )
+        space = rows.batch_action_space(self.batch_size // rows.count)  # (every batch: whole envs, rows in order)
+        if space is not None:
+            self.action_space = space
 
     def unflatten_agent(self, agent: Hashable, observations: np.ndarray) -> Any:
         """Observations of ``agent``'s rows back in its own space (see :meth:`AgentRows.unflatten`)."""

@@ -126,7 +126,7 @@ class AgentRows:
         if all(s == self.action_space for s in self.action_spaces):
             return None
         if isinstance(self.action_space, spaces.Discrete):
-            n = np.tile([int(s.n) for s in self.action_spaces], envs)  # (Discrete only: _common_action)
+            n = np.tile([int(s.n) for s in self.action_spaces if isinstance(s, spaces.Discrete)], envs)  # (all)
             return spaces.MultiDiscrete(n, start=np.full(len(n), int(self.action_space.start)))
         row = self.action_space
         assert isinstance(row, spaces.Box)  # (all Box: _common_action)

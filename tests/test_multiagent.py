@@ -24,7 +24,18 @@ from mpe2 import simple_adversary_v3, simple_speaker_listener_v4, simple_spread_
 
 
 def zero_like(space):
+    if isinstance(space, spaces.Dict):  # (the padding of a structured observation: zeros in every leaf)
+        return {key: zero_like(sub) for key, sub in space.spaces.items()}
     return np.zeros(space.shape, space.dtype)
+
+
+def assert_obs(mine, expected, where):
+    if isinstance(expected, dict):
+        assert isinstance(mine, dict) and mine.keys() == expected.keys(), f"{where}: keys"
+        for key in expected:
+            assert_obs(mine[key], expected[key], f"{where}[{key!r}]")
+    else:
+        np.testing.assert_array_equal(mine, expected.astype(mine.dtype), err_msg=where)
 
 
 class ByHand:
@@ -55,7 +66,7 @@ class ByHand:
 
     def _obs(self, agent, value):
         if self.width is None:
-            return np.asarray(value)
+            return value if isinstance(value, dict) else np.asarray(value)
         flat = spaces.flatten(self.spaces[agent], value)
         return np.concatenate([flat, np.zeros(self.width - len(flat), flat.dtype)])
 
@@ -74,7 +85,11 @@ class ByHand:
 
     def _stack(self, rows):
         obs, rew, term, trunc, mask = zip(*rows)
-        return np.stack(obs), np.array(rew), np.array(term), np.array(trunc), np.array(mask)
+        if isinstance(self.space, spaces.Dict) and self.width is None:  # (action masks beside the board)
+            stacked = {key: np.stack([o[key] for o in obs]) for key in self.space.spaces}
+        else:
+            stacked = np.stack(obs)
+        return stacked, np.array(rew), np.array(term), np.array(trunc), np.array(mask)
 
     def reset(self, seed):
         rows = []
@@ -102,7 +117,7 @@ class ByHand:
 def assert_rows(mine, expected, where):
     obs, rew, term, trunc, info = mine
     e_obs, e_rew, e_term, e_trunc, e_mask = expected
-    np.testing.assert_array_equal(obs, e_obs.astype(obs.dtype), err_msg=f"{where}: obs")
+    assert_obs(obs, e_obs, f"{where}: obs")
     np.testing.assert_array_equal(rew, e_rew, err_msg=f"{where}: rewards")
     np.testing.assert_array_equal(term, e_term, err_msg=f"{where}: terminations")
     np.testing.assert_array_equal(trunc, e_trunc, err_msg=f"{where}: truncations")
@@ -117,7 +132,7 @@ def run_beside(fn, n, steps, config, seed=3, convert=None):
         assert envs.possible_agents == hand.agents
         obs, info = envs.reset(seed=seed)
         expected = hand.reset(seed)
-        np.testing.assert_array_equal(obs, expected[0].astype(obs.dtype))
+        assert_obs(obs, expected[0], "reset: obs")
         np.testing.assert_array_equal(info["agent_mask"], expected[4])
         envs.action_space.seed(seed)
         for t in range(steps):

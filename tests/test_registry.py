@@ -24,11 +24,7 @@ minigrid = pytest.importorskip("minigrid", reason="the test extra installs it") 
 
 NUM_ENVS, STEPS = 3, 60
 
-pytestmark = [
-    pytest.mark.filterwarnings("ignore:.*is out of date. You should consider upgrading:DeprecationWarning"),
-    # Box2D's SWIG module warns as it is imported, and crashes the interpreter if the warning is raised
-    pytest.mark.filterwarnings("ignore:builtin type .* has no __module__ attribute:DeprecationWarning"),
-]
+pytestmark = pytest.mark.filterwarnings("ignore:.*is out of date. You should consider upgrading:DeprecationWarning")
 
 
 def _left_out(spec) -> str | None:

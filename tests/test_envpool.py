@@ -528,3 +528,87 @@ def test_gymnasium_task_refusals_say_what_to_do():
         ours.make("CartPole-v1", max_episode_steps=0)
     with pytest.raises(ConfigError, match=r"a list of task ids mixes Atari games in one pool; 'CartPole-v1' is one"):
         ours.make(["Pong-v5", "CartPole-v1"], num_envs=2)
+
+
+@pytest.mark.parametrize("env_type", ["gymnasium", "dm"])
+@pytest.mark.parametrize("task", ["Pong-v5", "CartPole-v1"])
+def test_pools_are_the_classes_envpools_pools_are(task, env_type):
+    """As EnvPool's pools: a Gymnasium VectorEnv and Env (its metadata, unwrapped, closed) for the gymnasium type, a
+    dm_env.Environment for dm, so code that checks for those (Gymnasium's vector wrappers) takes them."""
+    import dm_env
+
+    theirs, mine = make_both(task, env_type=env_type, num_envs=2)
+    try:
+        for base in (gymnasium.vector.VectorEnv, gymnasium.Env, dm_env.Environment):
+            assert isinstance(mine, base) == isinstance(theirs, base), base
+        assert isinstance(mine, ours.EnvPool)
+        if env_type == "dm":
+            assert mine.action_spec() == theirs.action_spec()
+        else:
+            assert mine.metadata["autoreset_mode"] == theirs.metadata["autoreset_mode"]
+            assert set(mine.metadata["render_modes"]) <= set(theirs.metadata["render_modes"])
+            assert mine.unwrapped is mine and mine.render_mode is theirs.render_mode is None
+            assert mine.is_vector_env and not mine.closed
+    finally:
+        theirs.close()
+        mine.close()
+    assert env_type == "dm" or mine.closed
+
+
+def test_a_gym_pool_is_an_env_of_the_api_it_hands_out():
+    """With gym before 0.26 a gym pool hands out that gym's API and is a ``gym.Env``, as EnvPool's gym pools were
+    then (EnvPool 1.2 hands out Gymnasium's API for ``env_type="gym"`` too, and its pool is Gymnasium's)."""
+    gym = pytest.importorskip("gym")
+    old = tuple(int(p) for p in gym.__version__.split(".")[:2]) < (0, 26)
+    with ours.make("CartPole-v1", env_type="gym", num_envs=2, backend="serial") as pool:
+        assert isinstance(pool, gym.Env) == old and isinstance(pool, gymnasium.vector.VectorEnv) == (not old)
+        assert pool.spec.config.gym_reset_return_info is (not old)
+
+
+@pytest.mark.parametrize("task", ["Breakout-v5", "CartPole-v1"])
+def test_gymnasiums_vector_wrappers_take_a_pool(task):
+    """Gymnasium's RecordEpisodeStatistics over a pool, as over EnvPool's: each episode's statistics are those of
+    the pool's own steps (next-step autoreset: the step after an end is a reset, which counts for nothing), and the
+    wrapper's reset reaches the pool (EnvPool ignores its seed, as here); NormalizeReward runs over it."""
+    from gymnasium.wrappers.vector import NormalizeReward, RecordEpisodeStatistics
+
+    pool = ours.make(task, num_envs=3, backend="serial", max_episode_steps=25)
+    stats = RecordEpisodeStatistics(pool)
+    with pytest.warns(UserWarning, match=r"reset\(seed=\.\.\.\) is ignored"):
+        stats.reset(seed=1)
+    rng = np.random.default_rng(0)
+    returns, lengths, seen = np.zeros(3), np.zeros(3, int), 0
+    for _ in range(60):
+        _, reward, term, trunc, info = stats.step(rng.integers(0, pool.action_space.n, 3))
+        returns += reward
+        lengths += 1
+        for env in np.flatnonzero(term | trunc):
+            assert info["_episode"][env] and info["episode"]["l"][env] == lengths[env]
+            assert info["episode"]["r"][env] == pytest.approx(returns[env])
+            returns[env], lengths[env], seen = 0, -1, seen + 1
+    assert seen >= 3
+    stats.close()
+    assert pool.closed
+    normalized = NormalizeReward(ours.make(task, num_envs=2, backend="serial"))
+    normalized.reset()
+    for _ in range(5):
+        reward = normalized.step(np.zeros(2, np.int64))[1]
+        assert reward.shape == (2,) and np.isfinite(reward).all()
+    normalized.close()
+
+
+@pytest.mark.parametrize("kwargs", [{"task_id": "Pong-v5", "num_envs": 3, "stack_num": 2, "episodic_life": True},
+                                    {"task_id": "CartPole-v1", "num_envs": 4, "batch_size": 2},
+                                    {"task_id": "MountainCar-v0", "num_envs": 2, "max_episode_steps": 50}])
+def test_spec_and_make_spec_are_envpools(kwargs):
+    """``pool.spec`` and ``make_spec``: EnvPool's configuration (every key both have), spaces and reward threshold."""
+    pooled = {"env_type": "gymnasium", **kwargs}
+    for theirs, mine in ((real.make(**pooled).spec, ours.make(**pooled, backend="serial").spec),
+                         (real.make_spec(**kwargs), ours.make_spec(**kwargs))):
+        their_config, my_config = theirs.config._asdict(), mine.config._asdict()
+        shared = set(their_config) & set(my_config)
+        assert {"num_envs", "batch_size", "seed", "max_episode_steps", "gym_reset_return_info"} <= shared
+        assert {k: my_config[k] for k in shared} == {k: their_config[k] for k in shared}
+        assert mine.observation_space == theirs.observation_space and mine.action_space == theirs.action_space
+        assert mine.gymnasium_observation_space == theirs.gymnasium_observation_space
+        assert mine.reward_threshold == theirs.reward_threshold

@@ -25,15 +25,17 @@ from __future__ import annotations
 
 from typing import Any, Literal, Sequence
 
+import gymnasium
+
 from shoal.envpool import atari as _atari, gymnasium_tasks as _gymnasium
 from shoal.envpool.atari import DEFAULTS
 from shoal.envpool.formats import Players, State
-from shoal.envpool.pool import Book, EnvPool
+from shoal.envpool.pool import Book, EnvPool, GymnasiumEnvPool, Spec, pool_class
 from shoal.errors import ConfigError
 from shoal.vector.base import VectorEnv
 
-__all__ = ["DEFAULTS", "EnvPool", "Players", "State", "list_all_envs", "make", "make_dm", "make_gym",
-           "make_gymnasium"]
+__all__ = ["DEFAULTS", "EnvPool", "GymnasiumEnvPool", "Players", "Spec", "State", "list_all_envs", "make", "make_dm",
+           "make_gym", "make_gymnasium", "make_spec"]
 
 EnvType = Literal["gymnasium", "gym", "dm"]
 
@@ -90,11 +92,31 @@ def make(task_id: str | Sequence[str], env_type: EnvType = "gymnasium", **kwargs
         settings = {**DEFAULTS, **{k: v for k, v in kwargs.items() if k in DEFAULTS}, "task": kwargs.get("task")}
         envs, book = _atari.make_atari(task_id, settings, shoal_options)
         settings["task"] = envs.games[0]
+    threshold = gymnasium.spec(task_id).reward_threshold if isinstance(task_id, str) and task_id in _gymnasium.TASKS \
+        else None
     try:
-        return EnvPool(envs, env_type, settings, book)
+        pool = pool_class(env_type)(envs, env_type, settings, book, threshold)
     except BaseException:
         envs.close()
         raise
+    pool.render_mode = shoal_options.get("render_mode")
+    return pool
+
+
+def make_spec(task_id: str | Sequence[str], **kwargs: Any) -> Spec:
+    """EnvPool's ``make_spec``: the spec (configuration, spaces) of the pool that :func:`make` would make with these
+    keywords (``env_type`` too: the spaces are in its API), learned from one env of the task stepped in this
+    process."""
+    num_envs = kwargs.get("num_envs", 1)
+    probe = {**kwargs, "backend": "serial"}
+    for key in ("num_workers", "context", "daemon", "inline", "address"):
+        probe.pop(key, None)
+    if isinstance(task_id, str):
+        probe.update(num_envs=1, batch_size=0)
+    with make(task_id, **probe) as pool:
+        spec = pool.spec
+    batch_size = kwargs.get("batch_size") or num_envs
+    return spec._replace(config=spec.config._replace(num_envs=num_envs, batch_size=batch_size))
 
 
 def make_gymnasium(task_id: str | Sequence[str], **kwargs: Any) -> EnvPool:

@@ -32,8 +32,16 @@ class Batch:
     """Atari: the step lost a life (dm's discount with ``zero_discount_on_life_loss``); None for other tasks."""
 
 
+def old_gym_api(gym: Any) -> bool:
+    """Whether the installed ``gym``'s API is the one before 0.26 (4-tuple steps, resets without infos)."""
+    return tuple(int(p) for p in gym.__version__.split(".")[:2] if p.isdigit()) < (0, 26)
+
+
 class Gymnasium:
     """``(obs, info)`` resets and ``(obs, reward, terminated, truncated, info)`` steps."""
+
+    return_info = True
+    """Resets return infos (EnvPool's ``gym_reset_return_info``)."""
 
     def __init__(self, pool: EnvPool, obs_space: spaces.Space, action_space: spaces.Space,
                  settings: dict[str, Any]) -> None:
@@ -60,8 +68,7 @@ class Gym(Gymnasium):
             import gym
         except ImportError as exc:
             raise ConfigError('env_type="gym" needs the gym package: pip install "gym==0.23.1"') from exc
-        version = tuple(int(p) for p in gym.__version__.split(".")[:2] if p.isdigit())
-        self.new_api = version >= (0, 26)
+        self.new_api = not old_gym_api(gym)
         self.return_info = bool(settings["gym_reset_return_info"]) or self.new_api
         self.observation_space = gym_space(gym, obs_space)
         self.action_space = gym_space(gym, action_space)
@@ -122,9 +129,9 @@ class DM:
         env_id = specs.BoundedArray((), np.int32, i32.min, i32.max, "env_id")
         self.obs_spec = self.State(env_id, Players(env_id), _spec(specs, obs_space, "obs", obs_space.dtype),
                                    *fields.values())
-        self.act_spec = _spec(specs, action_space, "action", np.int32)
-        pool.observation_spec = lambda: self.obs_spec  # type: ignore[attr-defined]
-        pool.action_spec = lambda: self.act_spec  # type: ignore[attr-defined]
+        self.act_spec = _spec(specs, action_space, "action", np.int32)  # (the pool's observation_spec(), ...)
+
+    return_info = True  # (as EnvPool says of its dm pools; a TimeStep holds no info)
 
     def reset(self, batch: Batch) -> Any:
         return self.step(batch)

@@ -6,13 +6,17 @@ are handed out is the ``env_type``'s format (:mod:`shoal.envpool.formats`).
 
 from __future__ import annotations
 
+import functools
 import warnings
-from typing import Any, Protocol
+from collections import namedtuple
+from typing import Any, NamedTuple, Protocol
 
+import gymnasium
 import numpy as np
 from gymnasium import spaces
+from gymnasium.vector import AutoresetMode
 
-from shoal.envpool.formats import FORMATS, Batch
+from shoal.envpool.formats import FORMATS, Batch, old_gym_api
 from shoal.errors import ConfigError, ShoalError
 from shoal.vector.base import VectorEnv
 
@@ -56,24 +60,46 @@ class Book(Protocol):
         ...
 
 
+class Spec(NamedTuple):
+    """A pool's spec, as EnvPool's ``pool.spec`` and ``envpool.make_spec`` give it: its configuration and one env's
+    spaces in the pool's API."""
+
+    config: Any
+    """EnvPool's settings as a named tuple (``spec.config.max_episode_steps``, ``spec.config._asdict()``)."""
+    observation_space: Any
+    action_space: Any
+    gymnasium_observation_space: spaces.Space
+    gymnasium_action_space: spaces.Space
+    reward_threshold: float | None
+    """Gymnasium's registration's for a task Gymnasium has too; None for Atari (as EnvPool's)."""
+
+
 class EnvPool:
     """An EnvPool-style pool (made by :func:`shoal.envpool.make`), stepping one shoal vector env (:attr:`envs`).
 
     ``send(action, env_id)`` takes the ids of the batch the last ``recv`` returned (in any order); shoal's
     asynchronous batches are whole groups of envs (one worker's), so ``batch_size`` is a multiple of the envs per
-    worker. ``xla()`` is not offered.
+    worker. ``xla()`` is not offered. As EnvPool's pools are, a pool is a ``gymnasium.vector.VectorEnv`` (``env_type``
+    ``"gymnasium"`` or ``"gym"``: Gymnasium's vector wrappers take it) or a ``dm_env.Environment`` (``"dm"``); see
+    :func:`pool_class`.
     """
 
-    def __init__(self, envs: VectorEnv, env_type: str, settings: dict[str, Any], book: Book) -> None:
+    render_mode: str | None = None
+    is_vector_env = True  # (what older vector-aware wrappers look for; code written for EnvPool sets it too)
+
+    def __init__(self, envs: VectorEnv, env_type: str, settings: dict[str, Any], book: Book,
+                 reward_threshold: float | None = None) -> None:
         self.envs = envs
         self.env_type = env_type
         num_envs = envs.num_envs
         self.config: dict[str, Any] = {**settings, "num_envs": num_envs, "batch_size": envs.batch_size}
+        self.reward_threshold = reward_threshold
         seed = settings["seed"]
         integer = isinstance(seed, (int, np.integer)) and not isinstance(seed, bool)
         self._seed = int(seed) if integer else list(seed)  # (one per env: shoal checks it at the first reset)
         self._book = book
         self._format = FORMATS[env_type](self, book.observation_space, book.action_space, settings)
+        self.config["gym_reset_return_info"] = self._format.return_info  # (as EnvPool fills it in)
         # EnvPool's spaces are one env's; plain attributes, which code written for EnvPool sets (cleanrl does)
         self.observation_space = self.single_observation_space = self._format.observation_space
         self.action_space = self.single_action_space = self._format.action_space
@@ -84,6 +110,13 @@ class EnvPool:
         self._reset_once = False
         self._fresh = np.zeros(num_envs, np.bool_)  # reset by a full reset, their first results not yet handed out
         self._fresh_left = False  # any of them (one check a step)
+
+    @property
+    def spec(self) -> Spec:
+        """EnvPool's spec of this pool (:class:`Spec`)."""
+        config = namedtuple("Config", self.config)(**self.config)  # type: ignore[misc]
+        return Spec(config, self.observation_space, self.action_space, self._book.observation_space,
+                    self._book.action_space, self.reward_threshold)
 
     @property
     def atari(self) -> VectorEnv:
@@ -171,7 +204,10 @@ class EnvPool:
         )
 
     def close(self, **kwargs: Any) -> None:
-        self.envs.close()
+        envs = getattr(self, "envs", None)  # (Gymnasium 1.1's VectorEnv.__del__ closes a pool its __init__ refused)
+        if envs is not None:
+            envs.close()
+        self.closed = True
 
     def __len__(self) -> int:
         return self.num_envs
@@ -208,6 +244,38 @@ class EnvPool:
             self._fresh[ids] = False
             self._fresh_left = bool(self._fresh.any())
         return self._book.batch(obs, reward, terminated, truncated, info, ids, reset)
+
+
+class GymnasiumEnvPool(EnvPool, gymnasium.vector.VectorEnv, gymnasium.Env):  # type: ignore[misc]  # (its methods)
+    """A pool that hands out Gymnasium's API: a Gymnasium ``VectorEnv`` and ``Env``, as EnvPool 1.2's pools are."""
+
+    metadata = {"render_modes": ["rgb_array"], "autoreset_mode": AutoresetMode.NEXT_STEP}
+
+
+@functools.cache
+def pool_class(env_type: str) -> type[EnvPool]:
+    """The class of a pool of ``env_type``, that of the API it hands out: :class:`GymnasiumEnvPool` (``"gymnasium"``;
+    ``"gym"`` where the installed gym's API is Gymnasium's, from gym 0.26); a ``gym.Env`` before gym 0.26 (as
+    EnvPool's gym pools were then); a ``dm_env.Environment`` with EnvPool's ``observation_spec()`` and
+    ``action_spec()`` for ``"dm"``. (gym and dm_env are imported only for their types; where one is missing, the
+    plain :class:`EnvPool`, whose format refuses the pool and names the package.)"""
+    if env_type == "gymnasium":
+        return GymnasiumEnvPool
+    try:
+        base: Any = __import__("gym" if env_type == "gym" else "dm_env")
+    except ImportError:
+        return EnvPool
+    if env_type == "gym":
+        return GymnasiumEnvPool if old_gym_api(base) is False else type("GymEnvPool", (EnvPool, base.Env), {})
+
+    class DMEnvPool(EnvPool, base.Environment):  # type: ignore[misc]  # (EnvPool's reset and step)
+        def observation_spec(self) -> Any:
+            return self._format.obs_spec
+
+        def action_spec(self) -> Any:
+            return self._format.act_spec
+
+    return DMEnvPool
 
 
 def checked_ids(env_id: Any, num_envs: int) -> np.ndarray:

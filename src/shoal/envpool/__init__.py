@@ -105,8 +105,8 @@ def make(task_id: str | Sequence[str], env_type: EnvType = "gymnasium", **kwargs
 
 def make_spec(task_id: str | Sequence[str], **kwargs: Any) -> Spec:
     """EnvPool's ``make_spec``: the spec (configuration, spaces) of the pool that :func:`make` would make with these
-    keywords (``env_type`` too: the spaces are in its API), learned from one env of the task stepped in this
-    process."""
+    keywords (``env_type`` too: the spaces are in its API), learned from a pool of one env made in this process (a
+    list of Atari tasks: one env each)."""
     num_envs = kwargs.get("num_envs", 1)
     probe = {**kwargs, "backend": "serial"}
     for key in ("num_workers", "context", "daemon", "inline", "address"):

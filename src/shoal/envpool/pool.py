@@ -79,8 +79,8 @@ class EnvPool:
 
     ``send(action, env_id)`` takes the ids of the batch the last ``recv`` returned (in any order); shoal's
     asynchronous batches are whole groups of envs (one worker's), so ``batch_size`` is a multiple of the envs per
-    worker. ``xla()`` is not offered. As EnvPool's pools are, a pool is a ``gymnasium.vector.VectorEnv`` (``env_type``
-    ``"gymnasium"`` or ``"gym"``: Gymnasium's vector wrappers take it) or a ``dm_env.Environment`` (``"dm"``); see
+    worker. ``xla()`` is not offered. As EnvPool's pools are, a pool is an instance of its API's class (a Gymnasium
+    ``VectorEnv``, which Gymnasium's vector wrappers take; a ``gym.Env``; a ``dm_env.Environment``): see
     :func:`pool_class`.
     """
 
@@ -266,7 +266,7 @@ def pool_class(env_type: str) -> type[EnvPool]:
     except ImportError:
         return EnvPool
     if env_type == "gym":
-        return GymnasiumEnvPool if old_gym_api(base) is False else type("GymEnvPool", (EnvPool, base.Env), {})
+        return type("GymEnvPool", (EnvPool, base.Env), {}) if old_gym_api(base) else GymnasiumEnvPool
 
     class DMEnvPool(EnvPool, base.Environment):  # type: ignore[misc]  # (EnvPool's reset and step)
         def observation_spec(self) -> Any:

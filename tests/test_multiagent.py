@@ -323,7 +323,7 @@ def test_aec_envs_are_converted():
             actions = np.array([move, move])
             obs, r, te, tr, info = envs.step(actions)
             expected = hand.step(actions)
-            np.testing.assert_array_equal(obs["observation"], np.stack([o["observation"] for o in expected[0]]))
+            np.testing.assert_array_equal(obs["observation"], expected[0]["observation"])
             np.testing.assert_array_equal(r, expected[1])
             np.testing.assert_array_equal(te, expected[2])
         assert r.tolist() == [0.0, 0.0] and not te.any()  # the move after the win was the autoreset step

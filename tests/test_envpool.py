@@ -549,6 +549,7 @@ def test_pools_are_the_classes_envpools_pools_are(task, env_type):
             assert set(mine.metadata["render_modes"]) <= set(theirs.metadata["render_modes"])
             assert mine.unwrapped is mine and mine.render_mode is theirs.render_mode is None
             assert mine.is_vector_env and not mine.closed
+        assert str(mine) == repr(mine) and str(theirs) == repr(theirs)
     finally:
         theirs.close()
         mine.close()

@@ -221,6 +221,8 @@ class EnvPool:
     def __repr__(self) -> str:
         return f"EnvPool({self.env_type!r}, " + ", ".join(f"{k}={v!r}" for k, v in self.config.items()) + ")"
 
+    __str__ = __repr__  # (as EnvPool's; gymnasium.Env's would name spec.id, which EnvPool's spec has not)
+
     # -- conversion ------------------------------------------------------------------------------------------------
 
     def _first_seed(self) -> Any:

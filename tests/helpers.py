@@ -69,6 +69,7 @@ def own_trajectories(envs, action_of, seed, calls, length_of=None, each_at_least
     of its own steps returned: ``(observation, reward, terminated, truncated, steps taken (-1 without sequences),
     final observation (same-step mode, an episode that ended; else None))``, to compare with the same envs stepped
     synchronously."""
+    from gymnasium import spaces as gym_spaces
     from gymnasium.vector.utils import concatenate, create_empty_array, iterate
 
     def act(i: int, t: int):
@@ -83,9 +84,11 @@ def own_trajectories(envs, action_of, seed, calls, length_of=None, each_at_least
     while made < calls or (min(map(len, got.values())) < each_at_least and time.monotonic() < deadline):
         made += 1
         actions = [act(i, t_of[i]) for i in ids]
-        if length_of is None:  # (a batch of any action space, a Dict's too)
-            space = envs.single_action_space
-            envs.send(concatenate(space, actions, create_empty_array(space, len(actions))))
+        if length_of is None:
+            space = envs.single_action_space  # (None for Atari games of different action counts: arrays)
+            structured = isinstance(space, (gym_spaces.Dict, gym_spaces.Tuple))
+            envs.send(concatenate(space, actions, create_empty_array(space, len(actions))) if structured
+                      else np.array(actions))
         else:
             envs.send(actions, gamma=0.5)
         for i in ids:

@@ -381,20 +381,22 @@ REAL = [env_id for env_id in test_registry.ONE_PER_CLASS if not env_id.startswit
 def test_every_registered_env_class_on_the_subproc_drop_in_equals_sb3s_dummy_vec_env(env_id):
     fns = [functools.partial(gym.make, env_id, max_episode_steps=5 + 3 * i) for i in range(4)]
     ref, envs = DummyVecEnv(fns), shoal.sb3.SubprocVecEnv(fns)
-    ref.action_space.seed(0)
-    for vec in (ref, envs):
-        vec.seed(3)
-    assert_same(envs.reset(), ref.reset())
-    for t in range(30):
-        actions = [ref.action_space.sample() for _ in range(4)]
-        if not isinstance(ref.action_space, (gym.spaces.Dict, gym.spaces.Tuple)):
-            actions = np.array(actions)  # what SB3's algorithms pass for array spaces
-        got, want = envs.step(actions), ref.step(actions)
-        for k, what in enumerate(("obs", "rewards", "dones")):
-            assert_same(got[k], want[k], f"{what} at step {t}")
-        assert [set(g) for g in got[3]] == [set(w) for w in want[3]], t
-        for i, (g, w) in enumerate(zip(got[3], want[3])):
-            for key in w:
-                assert_same(g[key], w[key], f"infos[{i}][{key!r}] at step {t}")
-    envs.close()
-    ref.close()
+    try:
+        ref.action_space.seed(0)
+        for vec in (ref, envs):
+            vec.seed(3)
+        assert_same(envs.reset(), ref.reset())
+        for t in range(30):
+            actions = [ref.action_space.sample() for _ in range(4)]
+            if not isinstance(ref.action_space, (gym.spaces.Dict, gym.spaces.Tuple)):
+                actions = np.array(actions)  # what SB3's algorithms pass for array spaces
+            got, want = envs.step(actions), ref.step(actions)
+            for k, what in enumerate(("obs", "rewards", "dones")):
+                assert_same(got[k], want[k], f"{what} at step {t}")
+            assert [set(g) for g in got[3]] == [set(w) for w in want[3]], t
+            for i, (g, w) in enumerate(zip(got[3], want[3])):
+                for key in w:
+                    assert_same(g[key], w[key], f"infos[{i}][{key!r}] at step {t}")
+    finally:
+        envs.close()
+        ref.close()

@@ -547,3 +547,25 @@ def test_pufferlibs_trainer_collects_on_shoal_what_it_collects_on_pufferlib(tmp_
         for name, a, b in zip(("observations", "actions", "logprobs", "rewards", "terminals"), got, want):
             assert torch.equal(a, b), f"evaluate() {k}: {name}"
     assert my_stats == their_stats and len(my_stats["episode/r"]) > 8
+
+
+REGISTERED = ["Taxi-v4", "Pendulum-v1", "Hopper-v5", "MiniGrid-DoorKey-5x5-v0", "BabyAI-GoToLocal-v0",
+              "shoal/Stochastic-v0", "shoal/Spaces-v0", "shoal/Multiagent-v0"]
+"""Registered envs of each kind of spaces PufferLib's emulation takes (Discrete, Box of float32 and float64, Dict
+with MiniGrid's text mission, a Dict action, MultiDiscrete; Blackjack's Tuple of Discretes fails in PufferLib's own
+emulation, as the user's creator, on both)."""
+
+
+@pytest.mark.filterwarnings("ignore:.*is out of date. You should consider upgrading:DeprecationWarning")
+@pytest.mark.parametrize("env_id", REGISTERED)
+def test_registered_envs_equal_pufferlibs(env_id):
+    pytest.importorskip("minigrid", reason="the test extra installs it")  # (registers MiniGrid's and BabyAI's ids)
+    import shoal.sanity  # noqa: F401  (registers shoal's ids)
+
+    ENVS[env_id] = lambda seed: gym.make(env_id, max_episode_steps=7 + seed % 5)
+    try:
+        kwargs = dict(CONFIGS[0].values[0], overwork=True)
+        theirs = pufferlibs(rollout, env_id, 40, **kwargs)
+        assert_same(theirs, rollout(shoal.pufferlib.make, env_id, 40, **kwargs))
+    finally:
+        del ENVS[env_id]

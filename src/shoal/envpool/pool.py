@@ -263,14 +263,18 @@ def pool_class(env_type: str) -> type[EnvPool]:
     plain :class:`EnvPool`, whose format refuses the pool and names the package.)"""
     if env_type == "gymnasium":
         return GymnasiumEnvPool
+    if env_type == "gym":
+        try:
+            import gym
+        except ImportError:
+            return EnvPool
+        return type("GymEnvPool", (EnvPool, gym.Env), {}) if old_gym_api(gym) else GymnasiumEnvPool
     try:
-        base: Any = __import__("gym" if env_type == "gym" else "dm_env")
+        import dm_env
     except ImportError:
         return EnvPool
-    if env_type == "gym":
-        return type("GymEnvPool", (EnvPool, base.Env), {}) if old_gym_api(base) else GymnasiumEnvPool
 
-    class DMEnvPool(EnvPool, base.Environment):  # type: ignore[misc]  # (EnvPool's reset and step)
+    class DMEnvPool(EnvPool, dm_env.Environment):  # type: ignore[misc]  # (EnvPool's reset and step)
         def observation_spec(self) -> Any:
             return self._format.obs_spec
 

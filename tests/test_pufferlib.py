@@ -556,7 +556,6 @@ with MiniGrid's text mission, a Dict action, MultiDiscrete; Blackjack's Tuple of
 emulation, as the user's creator, on both)."""
 
 
-@pytest.mark.filterwarnings("ignore:.*is out of date. You should consider upgrading:DeprecationWarning")
 @pytest.mark.parametrize("env_id", REGISTERED)
 def test_registered_envs_equal_pufferlibs(env_id):
     pytest.importorskip("minigrid", reason="the test extra installs it")  # (registers MiniGrid's and BabyAI's ids)

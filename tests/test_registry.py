@@ -24,8 +24,6 @@ minigrid = pytest.importorskip("minigrid", reason="the test extra installs it") 
 
 NUM_ENVS, STEPS = 3, 60
 
-pytestmark = pytest.mark.filterwarnings("ignore:.*is out of date. You should consider upgrading:DeprecationWarning")
-
 
 FAMILIES_NOT_INSTALLED = [
     ("gymnasium.envs.box2d", "Box2D", "Box2D is not installed (the test extra leaves it out on Python 3.14: swig)"),

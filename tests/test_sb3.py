@@ -376,7 +376,6 @@ REAL = [env_id for env_id in test_registry.ONE_PER_CLASS if not env_id.startswit
 """One id per env class of Gymnasium's and shoal's registries (MiniGrid's missions are strings, which SB3 refuses)."""
 
 
-@pytest.mark.filterwarnings("ignore:.*is out of date. You should consider upgrading:DeprecationWarning")
 @pytest.mark.parametrize("env_id", REAL)
 def test_every_registered_env_class_on_the_subproc_drop_in_equals_sb3s_dummy_vec_env(env_id):
     fns = [functools.partial(gym.make, env_id, max_episode_steps=5 + 3 * i) for i in range(4)]

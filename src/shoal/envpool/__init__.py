@@ -108,9 +108,8 @@ def make_spec(task_id: str | Sequence[str], **kwargs: Any) -> Spec:
     keywords (``env_type`` too: the spaces are in its API), learned from a pool of one env made in this process (a
     list of Atari tasks: one env each)."""
     num_envs = kwargs.get("num_envs", 1)
-    probe = {**kwargs, "backend": "serial"}
-    for key in ("num_workers", "context", "daemon", "inline", "address"):
-        probe.pop(key, None)
+    probe = {k: v for k, v in kwargs.items() if k not in SHOAL_KEYWORDS or k == "render_mode"}  # (in this process)
+    probe["backend"] = "serial"
     if isinstance(task_id, str):
         probe.update(num_envs=1, batch_size=0)
     with make(task_id, **probe) as pool:

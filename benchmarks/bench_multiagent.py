@@ -6,7 +6,8 @@ Workloads: ``crowd`` (a cheap synthetic env of 16 agents, benchmarks/multiagent_
 twin), ``spread`` (MPE's simple_spread, 3 agents) and ``pistonball`` (butterfly, 20 agents, image observations). Per
 workload: agent-steps/s (rows per step x steps/s) of shoal's serial and multiprocessing backends (2 workers, with
 and without stepping a group in the calling process, and asynchronous batches of half the envs), of SuperSuit's
-``pettingzoo_env_to_vec_env_v1`` + ``concat_vec_envs_v1`` in one process and with 2 processes, and of PufferLib's
+``pettingzoo_env_to_vec_env_v1`` + ``concat_vec_envs_v1`` in one process and with 2 processes (and the same call
+through ``shoal.supersuit``, the drop-in, with its own ratio to SuperSuit's), and of PufferLib's
 vector envs (serial, and 1 and 2 workers) over its PettingZoo wrapper when pufferlib-core is installed. Prints
 shoal's best over the best peer, and for ``crowd`` the agent-steps/s of shoal on the many-agent env over shoal on
 its single-agent twin (same walkers, one env each).
@@ -69,12 +70,21 @@ def supersuit(fn, n: int, cpus: int):
     return ss.concat_vec_envs_v1(ss.pettingzoo_env_to_vec_env_v1(fn()), n, num_cpus=cpus, base_class="gymnasium")
 
 
+def shoal_supersuit(fn, n: int, cpus: int):
+    """The same call as :func:`supersuit`, with the import changed (shoal.supersuit, the drop-in)."""
+    import shoal.supersuit as ss
+
+    return ss.concat_vec_envs_v1(ss.pettingzoo_env_to_vec_env_v1(fn()), n, num_cpus=cpus, base_class="gymnasium")
+
+
 def configs(fn, n: int):
     yield "shoal serial", lambda: shoal.make(fn, n, backend="serial")
     yield "shoal mp x2", lambda: shoal.make(fn, n, num_workers=2)
     yield "shoal mp x2 no-inline", lambda: shoal.make(fn, n, num_workers=2, inline=False)
     rows = len(fn().possible_agents)
     yield "shoal mp x2 async", lambda: shoal.make(fn, n, num_workers=2, batch_size=n // 2 * rows)
+    yield "shoal.supersuit 1 proc", lambda: shoal_supersuit(fn, n, 0)
+    yield "shoal.supersuit 2 procs", lambda: shoal_supersuit(fn, n, 2)
     if importlib.util.find_spec("supersuit") is not None:
         yield "SuperSuit 1 proc", lambda: supersuit(fn, n, 0)
         yield "SuperSuit 2 procs", lambda: supersuit(fn, n, 2)
@@ -128,6 +138,15 @@ def main() -> None:
         twins = [v for k, v in r.items() if k.startswith("twin")]
         twin = f"{mine / max(twins):8.2f}" if twins else f"{'':8s}"
         print(f"{name:11s} {mine:12,.0f} {peer:12,.0f} {mine / peer:6.2f} {twin}")
+    drop_in = [(name, r) for name, r in summary if "SuperSuit 1 proc" in r]
+    if drop_in:
+        print("\nthe drop-in: SuperSuit's own call with its import changed (shoal.supersuit) over SuperSuit's")
+        print(f"{'workload':11s} {'1 proc':>8s} {'2 procs':>8s} {'best/best':>10s}")
+        for name, r in drop_in:
+            ours = max(r["shoal.supersuit 1 proc"], r["shoal.supersuit 2 procs"])
+            theirs = max(r["SuperSuit 1 proc"], r["SuperSuit 2 procs"])
+            one, two = (r[f"shoal.supersuit {k}"] / r[f"SuperSuit {k}"] for k in ("1 proc", "2 procs"))
+            print(f"{name:11s} {one:8.2f} {two:8.2f} {ours / theirs:10.2f}")
 
 
 if __name__ == "__main__":

@@ -651,6 +651,7 @@ class JoinLeave(ParallelEnv):
 
     metadata = {"name": "join_leave_v0"}
     possible_agents = ["a", "b", "c"]
+    render_mode = None
 
     def __init__(self, fail_at=None):
         self.fail_at = fail_at
@@ -972,3 +973,52 @@ class NumericInfos(gym.Env):
         self.t += 1
         truncated = self.vary and self.t % (9 + self.offset % 4) == 0
         return np.full(1, self.t, np.float32), 0.5, False, truncated, self.info_at(self.t)
+
+
+class Relay(ParallelEnv):
+    """Two agents, ``x`` and ``y``, with Box observations ``[episode, t, agent number, last action]`` and rewards
+    ``t * (agent number + 1) + action``. Episode ``n`` (the reset seed, or one more than the last) ends at step
+    ``2 + n % 3``, terminated where ``n`` is even and truncated where odd. Step infos are ``{"t": t, "agent": k}``,
+    reset infos ``{"t": -1, "episode": n}`` (``t`` in both, so the order in which they are merged shows). With
+    ``leave``, ``y`` terminates at step 1 of every episode (for SuperSuit's ``black_death_v3``); with ``vanish``, the
+    episode ends with its agents list emptied but neither agent terminated nor truncated."""
+
+    metadata = {"name": "relay_v0"}
+    possible_agents = ["x", "y"]
+    render_mode = None
+
+    def __init__(self, leave: bool = False, vanish: bool = False) -> None:
+        self.leave, self.vanish, self.episode, self.t, self.agents = leave, vanish, -1, 0, []
+        self.closed = False
+
+    def close(self):
+        self.closed = True
+
+    def observation_space(self, agent):
+        return spaces.Box(-1, 1e6, (4,), np.float32)
+
+    def action_space(self, agent):
+        return spaces.Discrete(3)
+
+    def _obs(self, k, action=0):
+        return np.array([self.episode, self.t, k, action], np.float32)
+
+    def reset(self, seed=None, options=None):
+        self.episode = seed if seed is not None else self.episode + 1
+        self.t, self.agents = 0, list(self.possible_agents)
+        ks = {a: k for k, a in enumerate(self.possible_agents)}
+        return {a: self._obs(k) for a, k in ks.items()}, {a: {"t": -1, "episode": self.episode} for a in ks}
+
+    def step(self, actions):
+        self.t += 1
+        ks = {a: self.possible_agents.index(a) for a in self.agents}
+        over = self.t >= 2 + self.episode % 3
+        obs = {a: self._obs(k, int(actions[a])) for a, k in ks.items()}
+        rewards = {a: float(self.t * (k + 1) + int(actions[a])) for a, k in ks.items()}
+        terms = {a: over and self.episode % 2 == 0 and not self.vanish for a in ks}
+        truncs = {a: over and self.episode % 2 == 1 and not self.vanish for a in ks}
+        if self.leave and self.t == 1 and "y" in terms:
+            terms["y"] = True
+        infos = {a: {"t": self.t, "agent": k} for a, k in ks.items()}
+        self.agents = [] if over and self.vanish else [a for a in self.agents if not (terms[a] or truncs[a])]
+        return obs, rewards, terms, truncs, infos

@@ -23,8 +23,7 @@ Needs ``pip install "shoal[sb3]"`` (with PyTorch installed first, or pip pulls i
 
 from __future__ import annotations
 
-from itertools import repeat
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Sequence
 
 import gymnasium as gym
 import numpy as np
@@ -34,7 +33,7 @@ from gymnasium.vector.utils import concatenate, create_empty_array
 
 from shoal.errors import ActionError, ConfigError, MissingDependencyError
 from shoal.spaces import FIXED_LEAVES
-from shoal.vector.infos import InfoParts, by_env, owned
+from shoal.vector.infos import InfoParts, per_env, row_of
 
 try:
     from stable_baselines3.common.vec_env import VecEnv as _SB3VecEnv
@@ -83,14 +82,14 @@ class VecEnv(_SB3VecEnv):
                 same.append(i)
         if len(parts) == 1:
             obs, info = self.venv_shoal._reset_parts(seed=seeds, options=dict(parts[0][0]) or None)
-            self.reset_infos, _ = per_env(info, n, self.venv_shoal._records)
+            self.reset_infos, _ = self._per_env(info, None)
         else:  # envs with different options: a partial reset of each set (its reset_mask), in turn
             self.reset_infos = [{} for _ in range(n)]
             for options, ids in parts:
                 mask = np.zeros(n, np.bool_)
                 mask[ids] = True
                 obs, info = self.venv_shoal._reset_parts(seed=seeds, options={**options, "reset_mask": mask})
-                infos, _ = per_env(info, n, self.venv_shoal._records)
+                infos, _ = self._per_env(info, None)
                 for i in ids:
                     self.reset_infos[i] = infos[i]
         self._reset_seeds()
@@ -108,7 +107,7 @@ class VecEnv(_SB3VecEnv):
         obs, reward, terminated, truncated, parts = self.venv_shoal._recv_parts()
         dones = terminated | truncated
         cuts = (truncated & ~terminated).tolist()
-        infos, finals = per_env(parts, self.num_envs, self.venv_shoal._records)
+        infos, finals = self._per_env(parts, dones)
         # SB3's keys in SB3's order: the env's own, then TimeLimit.truncated, then a done env's terminal_observation
         for i, (last, final) in finals.items():  # the envs reset this step
             self.reset_infos[i] = infos[i]  # what came with the row after the reset: its reset info
@@ -123,8 +122,15 @@ class VecEnv(_SB3VecEnv):
         if len(finals) < done.count(True):  # (a list: on a few envs numpy's reductions cost more than the whole test)
             for i, over in enumerate(done):  # a multi-agent padding row (its agent is absent) ends without a reset
                 if over and i not in finals:
-                    infos[i]["terminal_observation"] = _row(obs, i)
+                    infos[i]["terminal_observation"] = row_of(obs, i)
         return obs, reward.astype(np.float32), dones, infos
+
+    def _per_env(
+        self, parts: InfoParts, dones: np.ndarray | None
+    ) -> tuple[list[dict[str, Any]], dict[int, tuple[Any, dict[str, Any]]]]:
+        """A batch's infos one dict per env, and its final observations and infos by env (:func:`per_env`);
+        ``dones`` is None at a reset. (A subclass may check them, or leave some out.)"""
+        return per_env(parts, self.num_envs, self.venv_shoal._records)
 
     def close(self) -> None:
         self.venv_shoal.close()
@@ -206,36 +212,3 @@ def _batched(space: spaces.Space, actions: Any, n: int) -> Any:
         return concatenate(space, [actions[i] for i in range(n)], out)
     except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
         raise ActionError(f"actions: expected one action of {space} per env, could not batch them ({exc!r})") from exc
-
-
-def _row(batch: Any, i: int) -> Any:
-    """Row ``i`` of a batch of observations (a dict or tuple of arrays, or an array)."""
-    if isinstance(batch, dict):
-        return {key: _row(value, i) for key, value in batch.items()}
-    if isinstance(batch, tuple):
-        return tuple(_row(value, i) for value in batch)
-    return batch[i]
-
-
-def per_env(
-    parts: InfoParts, n: int, records: Callable[[np.ndarray], Iterable[Any]]
-) -> tuple[list[dict[str, Any]], dict[int, tuple[Any, dict[str, Any]]]]:
-    """A synchronous batch's infos (all ``n`` envs) in SB3's form: one dict per env (its entry's info, then its row
-    of each info array), and by env, each ended episode's final observation and the info of its last step.
-    ``records``: reads final observations sent as records one by one.
-
-    Values are copied where Gymnasium's vector form would have copied them (arrays, nested dicts): a serial env's
-    info may be the very dict it keeps."""
-    infos, ended = by_env(parts, n)
-    finals: dict[int, tuple[Any, dict[str, Any]]] = {}
-    for entry in ended:
-        obs = entry.obs
-        assert obs is not None, "final observations left in the buffers"
-        values = obs if isinstance(obs, list) else records(obs)
-        for env, last, info in zip(entry.ids.tolist(), values, entry.infos or repeat({})):
-            finals[env] = last, owned(info)
-    for key, array in parts.arrays.items():
-        for i, info in enumerate(infos):
-            info[key] = array[i]
-    return infos, finals
-

@@ -9,6 +9,7 @@ info is added by :func:`add_info`, written in C (``shoal/vector/_infos.c``: ~0.7
 
 from __future__ import annotations
 
+from itertools import repeat
 from typing import Any, Callable, Iterable, Iterator, NamedTuple, Union
 
 import numpy as np
@@ -345,3 +346,37 @@ def unbatch_info(info: dict, n: int) -> list[dict]:
             for j in present:
                 rows[j][key] = value[j]
     return rows
+
+
+def row_of(batch: Any, i: int) -> Any:
+    """Row ``i`` of a batch of observations (a dict or tuple of arrays, or an array)."""
+    if isinstance(batch, dict):
+        return {key: row_of(value, i) for key, value in batch.items()}
+    if isinstance(batch, tuple):
+        return tuple(row_of(value, i) for value in batch)
+    return batch[i]
+
+
+def per_env(
+    parts: InfoParts, n: int, records: Callable[[np.ndarray], Iterable[Any]]
+) -> tuple[list[dict[str, Any]], dict[int, tuple[Any, dict[str, Any]]]]:
+    """A synchronous batch's infos (all ``n`` envs) as adapters hand them out (SB3's and SuperSuit's form): one dict
+    per env (its entry's info, then its row of each info array), and by env, each ended episode's final observation
+    and the info of its last step.
+    ``records``: reads final observations sent as records one by one.
+
+    Values are copied where Gymnasium's vector form would have copied them (arrays, nested dicts): a serial env's
+    info may be the very dict it keeps."""
+    infos, ended = by_env(parts, n)
+    finals: dict[int, tuple[Any, dict[str, Any]]] = {}
+    for entry in ended:
+        obs = entry.obs
+        assert obs is not None, "final observations left in the buffers"
+        values = obs if isinstance(obs, list) else records(obs)
+        for env, last, info in zip(entry.ids.tolist(), values, entry.infos or repeat({})):
+            finals[env] = last, owned(info)
+    for key, array in parts.arrays.items():
+        for i, info in enumerate(infos):
+            info[key] = array[i]
+    return infos, finals
+

@@ -38,6 +38,11 @@ ENVS = {
     "simple_spread continuous": functools.partial(simple_spread_v3.parallel_env, max_cycles=5, continuous_actions=True),
     "kaz black death": lambda: ss.black_death_v3(knights_archers_zombies_v11.parallel_env(max_cycles=12)),
     "pistonball images": _pistonball,
+    # agents of different spaces made alike by SuperSuit's pad wrappers: the speaker's actions past its 3 words are
+    # its action 0 there (shoal.make's own rows refuse them instead: shoal.multiagent)
+    "speaker_listener padded": lambda: ss.pad_action_space_v0(
+        ss.pad_observations_v0(simple_speaker_listener_v4.parallel_env(max_cycles=6))
+    ),
 }
 
 

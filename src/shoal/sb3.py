@@ -33,7 +33,7 @@ from gymnasium.vector.utils import concatenate, create_empty_array
 
 from shoal.errors import ActionError, ConfigError, MissingDependencyError
 from shoal.spaces import FIXED_LEAVES
-from shoal.vector.infos import InfoParts, per_env, row_of
+from shoal.vector.infos import InfoParts, per_env
 
 try:
     from stable_baselines3.common.vec_env import VecEnv as _SB3VecEnv
@@ -122,7 +122,7 @@ class VecEnv(_SB3VecEnv):
         if len(finals) < done.count(True):  # (a list: on a few envs numpy's reductions cost more than the whole test)
             for i, over in enumerate(done):  # a multi-agent padding row (its agent is absent) ends without a reset
                 if over and i not in finals:
-                    infos[i]["terminal_observation"] = row_of(obs, i)
+                    infos[i]["terminal_observation"] = _row(obs, i)
         return obs, reward.astype(np.float32), dones, infos
 
     def _per_env(
@@ -212,3 +212,12 @@ def _batched(space: spaces.Space, actions: Any, n: int) -> Any:
         return concatenate(space, [actions[i] for i in range(n)], out)
     except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
         raise ActionError(f"actions: expected one action of {space} per env, could not batch them ({exc!r})") from exc
+
+
+def _row(batch: Any, i: int) -> Any:
+    """Row ``i`` of a batch of observations (a dict or tuple of arrays, or an array)."""
+    if isinstance(batch, dict):
+        return {key: _row(value, i) for key, value in batch.items()}
+    if isinstance(batch, tuple):
+        return tuple(_row(value, i) for value in batch)
+    return batch[i]

@@ -348,15 +348,6 @@ def unbatch_info(info: dict, n: int) -> list[dict]:
     return rows
 
 
-def row_of(batch: Any, i: int) -> Any:
-    """Row ``i`` of a batch of observations (a dict or tuple of arrays, or an array)."""
-    if isinstance(batch, dict):
-        return {key: row_of(value, i) for key, value in batch.items()}
-    if isinstance(batch, tuple):
-        return tuple(row_of(value, i) for value in batch)
-    return batch[i]
-
-
 def per_env(
     parts: InfoParts, n: int, records: Callable[[np.ndarray], Iterable[Any]]
 ) -> tuple[list[dict[str, Any]], dict[int, tuple[Any, dict[str, Any]]]]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import gc
+import threading
 import warnings
 
 import numpy as np
@@ -15,7 +16,7 @@ import pytest
 from fakes import JoinLeave, Relay
 
 import shoal.supersuit as sh
-from shoal.errors import ConfigError, EnvOutputError, SpaceMismatchError
+from shoal.errors import ConfigError, EnvOutputError, SpaceMismatchError, UnpicklableError
 
 ss = pytest.importorskip("supersuit", reason="SuperSuit is the reference here (the test extra installs it)")
 from mpe2 import simple_adversary_v3, simple_speaker_listener_v4, simple_spread_v3  # noqa: E402
@@ -190,6 +191,10 @@ def test_refused_as_supersuit_refuses():
         sh.pettingzoo_env_to_vec_env_v1(ss.pad_observations_v0(simple_speaker_listener_v4.parallel_env()))
     with pytest.raises(ConfigError, match="expected a PettingZoo ParallelEnv, got OrderEnforcingWrapper"):
         sh.pettingzoo_env_to_vec_env_v1(simple_spread_v3.env())
+    locked = Relay()
+    locked.lock = threading.Lock()
+    with pytest.raises(UnpicklableError, match=r"the env \(Relay\) cannot be copied: cloudpickle refused it"):
+        sh.concat_vec_envs_v1(sh.pettingzoo_env_to_vec_env_v1(locked), 2)
     vec = sh.pettingzoo_env_to_vec_env_v1(Relay())
     with pytest.raises(ConfigError, match="base_class: expected one of .*got 'gym'"):
         sh.concat_vec_envs_v1(vec, 2, base_class="gym")

@@ -42,7 +42,7 @@ import cloudpickle
 import gymnasium
 import numpy as np
 
-from shoal.errors import ConfigError, EnvOutputError, MissingDependencyError, SpaceMismatchError
+from shoal.errors import ConfigError, EnvOutputError, MissingDependencyError, SpaceMismatchError, UnpicklableError
 from shoal.vector.infos import InfoParts, per_env
 
 __all__ = [
@@ -225,7 +225,15 @@ def stable_baselines3_vec_env_v0(env: gymnasium.Env, num_envs: int, multiprocess
 def copies(env: Any) -> Callable[[], Any]:
     """A constructor of copies of ``env`` as it is now: it is cloudpickled once, here, and each call loads a new
     copy (SuperSuit copies it so, with whatever state its pickling keeps)."""
-    return functools.partial(cloudpickle.loads, cloudpickle.dumps(env))
+    try:
+        blob = cloudpickle.dumps(env)
+    except Exception as exc:
+        raise UnpicklableError(
+            f"the env ({type(env).__name__}) cannot be copied: cloudpickle refused it ({type(exc).__name__}: {exc}); "
+            f"the vector env makes its copies by pickling it, as SuperSuit does (or pass shoal.make a function that "
+            f"makes one)"
+        ) from exc
+    return functools.partial(cloudpickle.loads, blob)
 
 
 def check_parallel(env: Any) -> None:

@@ -299,6 +299,32 @@ def test_gym_vec_env_equals_supersuit_s():
             ref.close()
 
 
+def test_stable_baselines3_vec_env_equals_supersuit_s():
+    pytest.importorskip("stable_baselines3", reason="Stable-Baselines3 is the sb3 extra: pip install 'shoal[sb3]'")
+    import gymnasium as gym
+
+    for multiprocessing in (False, True):
+        env = gym.make("CartPole-v1")
+        mine = sh.stable_baselines3_vec_env_v0(env, 3, multiprocessing)
+        ref = ss.stable_baselines3_vec_env_v0(env, 3, multiprocessing)
+        try:
+            assert type(mine).__name__ == type(ref).__name__  # DummyVecEnv, SubprocVecEnv
+            mine.seed(4)
+            ref.seed(4)
+            np.testing.assert_array_equal(mine.reset(), ref.reset())
+            for step in range(30):
+                a = np.array([step % 2, 1, 0])
+                mine.step_async(a)
+                ref.step_async(a)
+                (obs, rew, done, infos), (obs_ref, rew_ref, done_ref, infos_ref) = mine.step_wait(), ref.step_wait()
+                for x, y in ((obs, obs_ref), (rew, rew_ref), (done, done_ref)):
+                    np.testing.assert_array_equal(x, y)
+                assert [sorted(i) for i in infos] == [sorted(i) for i in infos_ref]
+        finally:
+            mine.close()
+            ref.close()
+
+
 # -- the SB3 form ---------------------------------------------------------------------------------------------------
 
 

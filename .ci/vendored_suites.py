@@ -11,6 +11,12 @@ Usage: python .ci/vendored_suites.py [SUITE ...]   (default: all of them)
   building :class:`shoal.ale_py.AtariVectorEnv`. ale-py is GPL-licensed, so its file is not kept here: it is
   unpacked at run time from ale-py's source release on PyPI (its SHA-256 checked); where that cannot be downloaded
   the suite is skipped, saying so.
+* ``supersuit-vector``: SuperSuit 3.11's tests of its vector envs of PettingZoo envs (the 3.11.0 release commit
+  1312e6d: ``test/test_vector``'s ``test_pettingzoo_to_vec.py``, ``test_env_is_wrapped.py``, ``test_render.py``,
+  ``test_vector_dict.py``, ``test_pettingzoo_to_vec_gymnasium_wrappers.py``), with ``supersuit``'s vector
+  constructors made :mod:`shoal.supersuit`'s. Left out: its tests of ``vectorize_aec_env_v0`` (SuperSuit's own,
+  which ``shoal.supersuit`` hands out as it is) and of its deprecated Gymnasium-env path (all skipped there), and
+  the three that import KAZ v10, which PettingZoo 1.27 no longer has (they fail on SuperSuit itself here).
 * ``sb3-vec-envs``: Stable-Baselines3's tests of its VecEnvs and of what runs on them (commit e05d2db:
   ``test_vec_envs.py``, ``test_vec_normalize.py``, ``test_vec_check_nan.py``, ``test_dict_env.py``,
   ``test_predict.py``; its algorithms train on Dict observations there), with SB3's ``DummyVecEnv`` and
@@ -93,6 +99,21 @@ SUITES = {
             "tests.test_dict_env::test_dict_nested":
                 "it expects DummyVecEnv to refuse a nested Dict observation space (NotImplementedError); shoal "
                 "stores nested spaces (SB3's policies still refuse them)",
+        },
+    ),
+    "supersuit-vector": Suite(
+        ["test/test_vector"],
+        needs="supersuit",
+        # (SuperSuit's KAZ tests import knights_archers_zombies_v10, which PettingZoo 1.27 no longer has: they fail on
+        # SuperSuit itself here, at its import)
+        select="not black_death and not terminal_obs_are_returned",
+        video="test/test_vector/test_render.py::test_record_video_sb3",
+        deliberate={
+            "test.test_vector.test_env_is_wrapped::test_env_is_wrapped_true":
+                "it concatenates copies of a single Gymnasium env, SuperSuit's deprecated path (its reset fails "
+                "there, SuperSuit's issue 188, and its own tests of it are skipped); shoal.supersuit refuses it, "
+                "naming gym_vec_env_v0 and shoal.make",
+            "test.test_vector.test_env_is_wrapped::test_env_is_wrapped_false": "the same: a single Gymnasium env",
         },
     ),
 }

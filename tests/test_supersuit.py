@@ -16,7 +16,7 @@ import pytest
 from fakes import JoinLeave, Relay
 
 import shoal.supersuit as sh
-from shoal.errors import ConfigError, EnvOutputError, SpaceMismatchError, UnpicklableError
+from shoal.errors import AgentPresenceError, AgentSpacesError, ConfigError, EnvOutputError, UnpicklableError
 
 ss = pytest.importorskip("supersuit", reason="SuperSuit is the reference here (the test extra installs it)")
 from mpe2 import simple_adversary_v3, simple_speaker_listener_v4, simple_spread_v3  # noqa: E402
@@ -183,11 +183,13 @@ def test_render_is_the_first_env_s():
 
 
 def test_refused_as_supersuit_refuses():
-    with pytest.raises(SpaceMismatchError, match=r"one observation space for every agent.*pad_observations_v0"):
+    with pytest.raises(AgentSpacesError, match=r"one observation space for every agent.*pad_observations_v0"):
         sh.pettingzoo_env_to_vec_env_v1(simple_adversary_v3.parallel_env())
-    with pytest.raises(AssertionError):  # SuperSuit refuses it too
+    with pytest.raises(AssertionError):  # SuperSuit refuses it too, and code that catches its refusal catches shoal's
         ss.pettingzoo_env_to_vec_env_v1(simple_adversary_v3.parallel_env())
-    with pytest.raises(SpaceMismatchError, match=r"one action space for every agent.*pad_action_space_v0"):
+    assert issubclass(AgentSpacesError, AssertionError) and issubclass(AgentSpacesError, ConfigError)
+    assert issubclass(AgentPresenceError, AssertionError) and issubclass(AgentPresenceError, EnvOutputError)
+    with pytest.raises(AgentSpacesError, match=r"one action space for every agent.*pad_action_space_v0"):
         sh.pettingzoo_env_to_vec_env_v1(ss.pad_observations_v0(simple_speaker_listener_v4.parallel_env()))
     with pytest.raises(ConfigError, match="expected a PettingZoo ParallelEnv, got OrderEnforcingWrapper"):
         sh.pettingzoo_env_to_vec_env_v1(simple_spread_v3.env())
@@ -235,7 +237,7 @@ def test_a_done_agent_in_an_env_that_goes_on_is_an_error_naming_it(num_cpus, bas
         envs.seed(2) if base_class == "stable_baselines3" else None
         envs.reset() if base_class == "stable_baselines3" else envs.reset(seed=2)  # episodes of 4 and 2 steps
         message = r"env 0: agent 'y' \(row 1\) is done or absent before .*black_death_v3"
-        with pytest.raises(EnvOutputError, match=message) as err:
+        with pytest.raises(AgentPresenceError, match=message) as err:
             _step(envs, np.zeros(4, np.int64))  # y leaves at step 1
         assert err.value.env_id == 0
     finally:
@@ -257,7 +259,8 @@ def test_an_episode_that_ends_with_agents_not_done_is_an_error(base_class):
         envs.seed(0) if base_class == "stable_baselines3" else None
         envs.reset() if base_class == "stable_baselines3" else envs.reset(seed=0)
         _step(envs, np.zeros(4, np.int64))
-        with pytest.raises(EnvOutputError, match=r"env 0's episode ended \(its agents list emptied\) but agent 'x' "):
+        message = r"env 0's episode ended \(its agents list emptied\) but agent 'x'"
+        with pytest.raises(AgentPresenceError, match=message):
             _step(envs, np.zeros(4, np.int64))
     finally:
         envs.close()
@@ -270,7 +273,7 @@ def test_an_agent_absent_at_reset_is_an_error_naming_it(base_class):
         ref.reset(seed=0)
     envs = sh.concat_vec_envs_v1(sh.pettingzoo_env_to_vec_env_v1(JoinLeave()), 2, base_class=_form(base_class))
     try:
-        with pytest.raises(EnvOutputError, match=r"env 0: agent 'c' \(row 2\) is done or absent"):
+        with pytest.raises(AgentPresenceError, match=r"env 0: agent 'c' \(row 2\) is done or absent"):
             envs.reset()  # c joins after step 2
     finally:
         envs.close()

@@ -3,11 +3,12 @@
 Each error subclasses :class:`ShoalError` *and* the builtin a caller would catch without knowing shoal, so
 ``except ValueError`` keeps working after switching from Gymnasium. The state errors also subclass Gymnasium's own
 (``AlreadyPendingCallError``, ``NoAsyncCallError``, ``ClosedEnvironmentError``) so the drop-in classes raise what
-Gymnasium raised::
+Gymnasium raised, and the two refusals of :mod:`shoal.supersuit` are ``AssertionError`` s, as SuperSuit's are::
 
     ShoalError
     ├── ConfigError            (ValueError, gymnasium.error.Error)  bad constructor arguments
     │   ├── SpaceMismatchError (RuntimeError)   sub-envs whose spaces differ (Gymnasium raises RuntimeError)
+    │   │   └── AgentSpacesError (AssertionError)  SuperSuit's form: agents whose spaces differ
     │   └── UnpicklableError   (TypeError)      an argument that must cross to a worker cannot be pickled
     ├── ActionError            (ValueError)     actions of the wrong shape, dtype or range
     │   └── ActionTypeError    (TypeError)      actions of the wrong kind (a scalar for a batch)
@@ -26,6 +27,7 @@ Gymnasium raised::
     └── EnvError               (RuntimeError)   a sub-environment raised; carries env_id and the traceback
         ├── (the env's own type)                 EnvError.of(ValueError) also is a ValueError, and so on
         ├── EnvOutputError     (ValueError)     an env returned data that disagrees with its spaces
+        │   └── AgentPresenceError (AssertionError)  SuperSuit's form: an agent absent before its episode ends
         └── WorkerDiedError                     a worker process died (signal, os._exit, OOM kill)
 
 An exception a sub-environment raises reaches the caller as an :class:`EnvError` that is *also* an instance of the
@@ -52,6 +54,11 @@ class ConfigError(ShoalError, ValueError, gym_error.Error):
 
 class SpaceMismatchError(ConfigError, RuntimeError):
     """The sub-environments of one vector env have spaces that differ."""
+
+
+class AgentSpacesError(SpaceMismatchError, AssertionError):
+    """SuperSuit's vector envs (:mod:`shoal.supersuit`) need one observation space and one action space for every
+    agent; these differ (SuperSuit asserts it: ``except AssertionError`` catches both)."""
 
 
 class UnpicklableError(ConfigError, TypeError):
@@ -194,6 +201,11 @@ def _rebuild_env_error(kind: type[BaseException], message: str, env_id: int | No
 class EnvOutputError(EnvError, ValueError):
     """An env returned an observation, reward or flag that disagrees with its spaces (wrong shape, a dtype that
     would lose values, ``None``): raised instead of writing it into the batch."""
+
+
+class AgentPresenceError(EnvOutputError, AssertionError):
+    """SuperSuit's vector envs (:mod:`shoal.supersuit`) need every agent present from its env's reset until the
+    env's episode ends, and done then; an agent was absent or done at another time (SuperSuit asserts it)."""
 
 
 class WorkerDiedError(EnvError):

@@ -19,8 +19,8 @@ SuperSuit's form:
   per row; an env whose agents are all done is reset in the same step, and each of its rows' infos holds the last
   step's info, ``terminal_observation`` and then the reset's info over them, as SuperSuit merges them;
 * every agent must be present from the reset until its env's episode ends (SuperSuit's ``black_death_v3`` keeps a
-  done agent present with zeros): an agent done or absent before then is an :class:`~shoal.errors.EnvOutputError`
-  naming the env and the agent, where SuperSuit fails an ``assert``.
+  done agent present with zeros): an agent done or absent before then is an :class:`~shoal.errors.AgentPresenceError`
+  naming the env and the agent (an ``EnvOutputError`` and, as SuperSuit's failed ``assert``, an ``AssertionError``).
 
 Differences from SuperSuit, each a SuperSuit bug: ``reset(seed=s)`` gives env ``e`` the seed ``s + e`` on every
 backend (SuperSuit's processes seed their first envs alike: ``s + p + j`` for process ``p``'s ``j``-th env); the SB3
@@ -42,7 +42,7 @@ import cloudpickle
 import gymnasium
 import numpy as np
 
-from shoal.errors import ConfigError, EnvOutputError, MissingDependencyError, SpaceMismatchError, UnpicklableError
+from shoal.errors import AgentPresenceError, AgentSpacesError, ConfigError, MissingDependencyError, UnpicklableError
 from shoal.vector.infos import InfoParts, per_env
 
 __all__ = [
@@ -254,7 +254,7 @@ def check_parallel(env: Any) -> None:
         for agent in agents[1:]:
             space = getattr(env, f"{kind}_space")(agent)
             if space != first:
-                raise SpaceMismatchError(
+                raise AgentSpacesError(
                     f"SuperSuit's vector envs need one {kind} space for every agent: agent {agents[0]!r} has {first}, "
                     f"agent {agent!r} has {space}; wrap the env with supersuit.{pad} (or step it with shoal.make, "
                     f"whose rows share agents' different spaces: shoal.multiagent)"
@@ -282,7 +282,7 @@ def rows_infos(
             what = f"env {env}'s episode ended (its agents list emptied) but agent {agent!r} (row {row}) is not done"
         else:
             what = f"env {env}: agent {agent!r} (row {row}) is done or absent before the env's episode ended"
-        raise EnvOutputError(
+        raise AgentPresenceError(
             f"{what}; SuperSuit's vector envs need every agent present until its env's episode ends, and done then: "
             f"wrap the env with supersuit.black_death_v3 (zero observations and rewards for done agents), or step it "
             f"with shoal.make, whose rows pad absent agents (shoal.multiagent)",

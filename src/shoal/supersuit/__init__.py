@@ -270,12 +270,12 @@ def rows_infos(
     from its env's reset until the env's episode ends, and the episode ends when all its agents are done. ``over``:
     the rows' ``terminated | truncated`` (None at a reset)."""
     infos, finals = per_env(parts._replace(arrays={}), envs.num_envs, envs._records)
-    ok = parts.arrays["agent_mask"].copy()
-    if over is not None:
-        reset = np.zeros_like(ok)
+    mask = parts.arrays["agent_mask"]
+    reset = np.zeros(len(mask), np.bool_)  # the rows reset this step, which are the rows done (none, most steps)
+    if finals:
         reset[list(finals)] = True
-        ok &= over == reset
-    if not ok.all():
+    if not mask.all() or (over is not None and (over != reset).any()):
+        ok = mask & (True if over is None else over == reset)
         row = int(np.argmin(ok))
         env, agent = row // envs.agents_per_env, envs.row_agent[row]
         if over is not None and reset[row] and not over[row]:

@@ -10,7 +10,9 @@ import pytest
 from gymnasium import spaces
 
 import shoal
-from fakes import JOIN_LEAVE_OBS, Chatter, DictJoinLeave, JoinLeave, LiesAboutObs, Mixed, VariedAgents, rps_raising
+from fakes import (
+    JOIN_LEAVE_OBS, Chatter, DictJoinLeave, JoinLeave, LiesAboutObs, Mixed, Relay, VariedAgents, rps_raising,
+)
 from shoal import errors
 from shoal.multiagent.engine import PettingZooEngine
 
@@ -507,6 +509,26 @@ def test_bad_agent_outputs_name_env_and_agent(config, bad_at, what):
         message = rf"env 0 \(lies_v0, rows 0-1\) returned bad data for agent 'y' from {during}\(\): {LIES[what]}"
         with pytest.raises(errors.EnvOutputError, match=message):
             reset_and_step(envs, bad_at)
+
+
+@pytest.mark.parametrize("config", SMALL_BACKENDS[:2])
+def test_an_env_that_empties_its_agents_with_agents_not_done_is_named(config):
+    """PettingZoo removes an agent from ``agents`` only once it is terminated or truncated; an env that empties the
+    list while an agent it returned is neither would end that agent's row with no flag (a learner reads a transition
+    into the next episode): refused, naming the env and the agent. Relay(vanish=True)'s episode 0 ends at step 2."""
+    with shoal.make(partial(Relay, vanish=True), 2, **config) as envs:
+        envs.reset(seed=[0, 3])
+        envs.step(np.zeros(4, np.int64))
+        message = (r"env 0 \(relay_v0, rows 0-1\) returned bad data for agent 'x' from step\(\): an observation with "
+                   r"terminated and truncated both False, and then an empty agents list")
+        with pytest.raises(errors.EnvOutputError, match=message) as err:
+            envs.step(np.zeros(4, np.int64))
+        assert err.value.env_id == 0
+    with shoal.make(Relay, 2, **config) as envs:  # the same episodes, with their flags: they end and reset
+        envs.reset(seed=[0, 3])
+        envs.step(np.zeros(4, np.int64))
+        obs, _, term, trunc, _ = envs.step(np.zeros(4, np.int64))
+        assert term.tolist() == [True, True, False, False] and trunc.tolist() == [False, False, True, True]
 
 
 @pytest.mark.parametrize("bad_at", [1, 3])

@@ -246,9 +246,8 @@ def test_a_done_agent_in_an_env_that_goes_on_is_an_error_naming_it(num_cpus, bas
 
 @pytest.mark.parametrize("base_class", FORMS)
 def test_an_episode_that_ends_with_agents_not_done_is_an_error(base_class):
-    """An env whose agents list empties without its agents terminated or truncated: shoal's rows end the episode
-    (shoal.multiagent), but SuperSuit's form would hand out a new episode's rows as not done: refused, as SuperSuit
-    refuses it (an assert)."""
+    """An env whose agents list empties without its agents terminated or truncated: SuperSuit fails an assert; shoal's
+    rows refuse it on any vector env (shoal.multiagent), naming the env and the agent."""
     ref = ss.pettingzoo_env_to_vec_env_v1(Relay(vanish=True))
     ref.reset(seed=0)
     ref.step(np.zeros(2, np.int64))
@@ -259,8 +258,7 @@ def test_an_episode_that_ends_with_agents_not_done_is_an_error(base_class):
         envs.seed(0) if base_class == "stable_baselines3" else None
         envs.reset() if base_class == "stable_baselines3" else envs.reset(seed=0)
         _step(envs, np.zeros(4, np.int64))
-        message = r"env 0's episode ended \(its agents list emptied\) but agent 'x'"
-        with pytest.raises(AgentPresenceError, match=message):
+        with pytest.raises(EnvOutputError, match=r"env 0 .*agent 'x' from step\(\): .* then an empty agents list"):
             _step(envs, np.zeros(4, np.int64))
     finally:
         envs.close()

@@ -205,7 +205,7 @@ class EnvOutputError(EnvError, ValueError):
 
 class AgentPresenceError(EnvOutputError, AssertionError):
     """SuperSuit's vector envs (:mod:`shoal.supersuit`) need every agent present from its env's reset until the
-    env's episode ends, and done then; an agent was absent or done at another time (SuperSuit asserts it)."""
+    env's episode ends; an agent was absent, or done, before then (SuperSuit asserts it)."""
 
 
 class WorkerDiedError(EnvError):

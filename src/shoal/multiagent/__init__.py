@@ -13,9 +13,11 @@ Rules, per row (env ``e``, agent ``k``: row ``e * A + k``, ``A = len(possible_ag
   must still be a valid action of the row space). ``terminated`` True on padding means a learner that cuts
   bootstrapping at ``terminated`` never bootstraps through an absent agent, and with next-step autoreset the row
   of an agent that joins reads like the first step of a new episode.
-* An env's episode ends when it has no live agents left (``env.agents`` is empty, or every agent it returned
-  terminated or truncated). Autoreset then applies to the whole env, on every row, in any autoreset mode; an agent
-  that finishes earlier is padding until then.
+* An env's episode ends when it has no live agents left: every agent it returned terminated or truncated (or it
+  returned none). Autoreset then applies to the whole env, on every row, in any autoreset mode; an agent that
+  finishes earlier is padding until then. An env that empties its ``agents`` list while an agent it returned in that
+  step is neither terminated nor truncated is an ``EnvOutputError`` naming the env and the agent (PettingZoo's API
+  forbids it, and the agent's row would end its episode with no flag).
 * Seeds are per env (``reset(seed=s)`` gives env ``e`` the seed ``s + e``; a list has one seed per env, or one per
   row, of which each env takes its first row's); ``reset_mask`` selects whole envs (one
   bool per env, or per row with all of an env's rows alike); an asynchronous batch (``batch_size``) is whole envs.

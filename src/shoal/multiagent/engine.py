@@ -2,8 +2,9 @@
 
 The engine's ids are rows; a group always holds whole envs (the vector env cuts groups and batches in units of
 ``A`` rows), so a command's rows are whole envs and each env steps once with its live agents' actions. An env's
-episode ends when it has no agents left (PettingZoo's ``agents`` empty, or every agent it returned terminated or
-truncated); then all its rows end together and the engine's autoreset resets the env.
+episode ends when every agent it returned terminated or truncated (or it returned none); then all its rows end
+together and the engine's autoreset resets the env. An env that empties its ``agents`` list while an agent it
+returned is neither is an ``EnvOutputError`` (PettingZoo's API forbids it; its rows would end with no flag).
 """
 
 from __future__ import annotations
@@ -217,9 +218,23 @@ class PettingZooEngine(Engine):
                 got = f"a tuple of {len(result)}" if isinstance(result, tuple) else type(result).__name__
                 raise self._fail(e, None, f"{_FIVE_DICTS}, got {got}", "step")
             env_infos, over = self._write_rows(e, targets[j], result[0], result[1:4], result[4], "step")
+            if not (over or env.agents):
+                raise self._emptied(e, result)
             infos += env_infos
-            self._over[e - self.first_env] = over or not env.agents
+            self._over[e - self.first_env] = over
         return infos
+
+    def _emptied(self, e: int, result: tuple) -> EnvOutputError:
+        """Env ``e`` emptied its agents list in a step where an agent it returned is neither terminated nor
+        truncated: PettingZoo removes an agent only once it is done (its API test checks it), and rows that end
+        without a flag would read as a transition into the next episode."""
+        observations, _, terminations, truncations, _ = result
+        agent = next((a for a in observations if not (terminations[a] or truncations[a])), None)
+        return self._fail(
+            e, agent, "an observation with terminated and truncated both False, and then an empty agents list; "
+            "PettingZoo removes an agent from agents only once it is terminated or truncated: flag it done in the "
+            "step that ends it", "step"
+        )
 
     def _write_rows(
         self, e: int, target: int, observations: dict, flags: tuple | None, agent_infos: dict, during: str

@@ -266,26 +266,22 @@ def rows_infos(
 ) -> tuple[list[dict[str, Any]], dict[int, tuple[Any, dict[str, Any]]]]:
     """A batch's infos one dict per row, as SuperSuit's (without shoal's ``agent_mask``, ``env_index`` and
     ``agent_index``: in SuperSuit's form every agent is present, and the rest follows from the row), and the final
-    observations and infos of the rows reset in the step; after checking SuperSuit's rules: every agent is present
-    from its env's reset until the env's episode ends, and the episode ends when all its agents are done. ``over``:
-    the rows' ``terminated | truncated`` (None at a reset)."""
+    observations and infos of the rows reset in the step; after checking SuperSuit's rule that every agent is present
+    from its env's reset until the env's episode ends (shoal's rows of an env that ends are all done). ``over``: the
+    rows' ``terminated | truncated`` (None at a reset)."""
     infos, finals = per_env(parts._replace(arrays={}), envs.num_envs, envs._records)
     mask = parts.arrays["agent_mask"]
     reset = np.zeros(len(mask), np.bool_)  # the rows reset this step, which are the rows done (none, most steps)
     if finals:
         reset[list(finals)] = True
-    if not mask.all() or (over is not None and (over != reset).any()):
-        ok = mask & (True if over is None else over == reset)
-        row = int(np.argmin(ok))
+    if not mask.all() or (over is not None and (over != reset).any()):  # (an env ends with all its rows done)
+        row = int(np.argmin(mask & (True if over is None else over == reset)))
         env, agent = row // envs.agents_per_env, envs.row_agent[row]
-        if over is not None and reset[row] and not over[row]:
-            what = f"env {env}'s episode ended (its agents list emptied) but agent {agent!r} (row {row}) is not done"
-        else:
-            what = f"env {env}: agent {agent!r} (row {row}) is done or absent before the env's episode ended"
         raise AgentPresenceError(
-            f"{what}; SuperSuit's vector envs need every agent present until its env's episode ends, and done then: "
-            f"wrap the env with supersuit.black_death_v3 (zero observations and rewards for done agents), or step it "
-            f"with shoal.make, whose rows pad absent agents (shoal.multiagent)",
+            f"env {env}: agent {agent!r} (row {row}) is done or absent before the env's episode ended; SuperSuit's "
+            f"vector envs need every agent present until then: wrap the env with supersuit.black_death_v3 (zero "
+            f"observations and rewards for done agents), or step it with shoal.make, whose rows pad absent agents "
+            f"(shoal.multiagent)",
             env,
         )
     return infos, finals

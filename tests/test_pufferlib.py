@@ -61,6 +61,22 @@ class LateJoiner(ParallelEnv):
         return obs, dict.fromkeys(obs, 1.0), dict.fromkeys(obs, over), dict.fromkeys(obs, False), {a: {} for a in obs}
 
 
+@pytest.fixture(autouse=True)
+def _pufferlib_workers_joined(monkeypatch):
+    """PufferLib's ``Multiprocessing.close`` terminates its workers without waiting for them. With Ray's SIGTERM
+    handler installed (once a Ray test ran in this process) a terminated worker went on writing its observations
+    and flags for up to ~50 ms, into arrays its vector env had freed, which the next ``RawArray`` (another
+    reference's, or Gymnasium's) is carved from. Here every reference's close waits for its workers."""
+    close = pufferlib.vector.Multiprocessing.close
+
+    def close_and_join(self):
+        close(self)
+        for process in self.processes:
+            process.join(timeout=10)
+
+    monkeypatch.setattr(pufferlib.vector.Multiprocessing, "close", close_and_join)
+
+
 PETTINGZOO = {
     # a scripted population: agents leave (terminated, truncated) and one joins mid-episode
     "join_leave": lambda seed: JoinLeave(),

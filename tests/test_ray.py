@@ -238,15 +238,14 @@ def test_frames_rebuild_rows_exactly_read_twice_or_cut_short():
 
 
 def test_a_nodes_memory_is_mapped_read_only_and_only_when_the_file_is_its_own():
-    from multiprocessing.sharedctypes import RawArray
-
     from shoal.spaces import Layout
+    from shoal.vector.arena import shared_bytes
     from shoal.vector.buffers import BufferSpec
     from shoal.vector.ray_node import shared_block
     from shoal.vector.ray_transport import map_shared
 
     spec = BufferSpec(3, Layout(gym.spaces.Box(0, 255, (5,), np.uint8)), Layout(gym.spaces.Discrete(2)))
-    memory = RawArray("b", spec.nbytes)
+    memory = shared_bytes(spec.nbytes)
     block = shared_block(memory)
     assert block is not None
     mine = spec.view(memory)

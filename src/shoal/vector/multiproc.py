@@ -1,8 +1,9 @@
 """The multiprocessing backend: groups of envs in worker processes, every per-step array in shared memory.
 
-* Memory: one ``RawArray`` holds all buffers. Unlike ``multiprocessing.shared_memory``, its backing file is unlinked
-  the moment it is created (an anonymous mapping under fork), so nothing can outlive the processes, even when the
-  parent is killed with SIGKILL; and it works under fork, spawn and forkserver alike, on Linux and macOS.
+* Memory: one shared block holds all buffers (:func:`~shoal.vector.arena.shared_bytes`: a mapping of its own, never
+  a block another library freed). Unlike ``multiprocessing.shared_memory``, its backing file is unlinked the moment
+  it is created, so nothing can outlive the processes, even when the parent is killed with SIGKILL; and it works
+  under fork, spawn and forkserver alike, on Linux and macOS.
 * Signalling (:mod:`shoal.vector.link`): a step is posted and answered through counters in shared memory; one pipe
   per worker carries what is rare (infos, errors, call results, pickled). A worker may
   host several groups and answers their commands in the order it got them, so in asynchronous mode it steps its
@@ -47,6 +48,7 @@ from gymnasium.vector import AutoresetMode
 
 from shoal.errors import ConfigError, EnvError, WorkerDiedError
 from shoal.vector import _worker
+from shoal.vector.arena import shared_bytes
 from shoal.vector.buffers import BufferSpec, sequence_rows
 from shoal.vector.info_table import InfoTable
 from shoal.vector._counters import Counters
@@ -154,14 +156,14 @@ class MultiprocessingTransport(Transport):
         spec = replace(spec, finals=autoreset_mode is AutoresetMode.SAME_STEP and not spec.obs.loose,
                        info_table=getattr(factory, "infos_per_env", False),
                        sequence_rows=sequence_rows(spec.num_envs, spec.action), reset_flags=True)
-        self.memory = ctx.RawArray("b", max(spec.nbytes, 1))  # (a Ray node lets a vector env on its machine map it)
+        self.memory = shared_bytes(spec.nbytes)  # (a Ray node lets a vector env on its machine map it)
         self.buffers = spec.view(self.memory)
         self._table = InfoTable.of(self.buffers)
         ring = max(len(members) for members in self.hosts)
         count = counters_needed(len(self.hosts), ring)
-        self._counter_memory = ctx.RawArray("b", Counters.nbytes(count))
+        self._counter_memory = shared_bytes(Counters.nbytes(count))
         self._counters = Counters(self._counter_memory, count)
-        self._mailboxes = ctx.RawArray("b", mailbox_bytes(len(self.hosts), ring))
+        self._mailboxes = shared_bytes(mailbox_bytes(len(self.hosts), ring))
         self._inline = inline
         self.own_rows = slice(0, self.groups[0].stop) if inline else None
         self._engine: Engine | None = None  # the calling process's own (inline)

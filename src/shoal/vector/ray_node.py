@@ -76,11 +76,10 @@ class NodeHost:
         try:
             factory = cloudpickle.loads(factory_bytes)
             if len(hosts) == 1:
-                from multiprocessing.sharedctypes import RawArray
-
+                from shoal.vector.arena import shared_bytes
                 from shoal.vector.serial import SerialTransport
 
-                memory = RawArray("b", max(spec.nbytes, 1))  # shared: a vector env on this machine may map it
+                memory = shared_bytes(spec.nbytes)  # shared: a vector env on this machine may map it
                 self.local = SerialTransport(factory, groups, spec, autoreset_mode, memory=memory)
             else:
                 from shoal.vector.multiproc import MultiprocessingTransport
@@ -344,9 +343,10 @@ def _unpack(data: memoryview, arrays: list[np.ndarray], ranges: list[range]) -> 
 
 
 def shared_block(memory: Any) -> tuple[int, int, int, int, int] | None:
-    """Where the ``RawArray`` ``memory`` lies, for a process on this machine to map: its arena's file descriptor
-    (``/proc/<pid>/fd/<fd>`` opens the file, unlinked as it is), its offset and size in that file, and the file's
-    device and inode, which the reader checks it opened; None where that cannot be told (an arena without a file).
+    """Where the shared block ``memory`` (:func:`~shoal.vector.arena.shared_bytes`) lies, for a process on this
+    machine to map: its arena's file descriptor (``/proc/<pid>/fd/<fd>`` opens the file, unlinked as it is), its
+    offset and size in that file, and the file's device and inode, which the reader checks it opened; None where
+    that cannot be told (an arena without a file).
 
     Why: see :func:`~shoal.vector.ray_transport.map_shared`. ``multiprocessing`` keeps the arena's descriptor in
     ``BufferWrapper._state``, which no public name reaches (a test maps one: a Python release that moves it is

@@ -29,14 +29,13 @@ import numpy as np
 
 from shoal.errors import EnvError, EnvOutputError, ShoalError
 from shoal.vector.buffers import Buffers, BufferSpec
-from shoal.vector._counters import Counters
 from shoal.vector.channel import Channel
 from shoal.vector.commands import Command, LooseObs, Op, Sequences
 from shoal.vector.engine import run_of
 from shoal.vector.info_table import InfoTable
 from shoal.vector.infos import Block, Entry, Finals, unbatch_info
 from shoal.vector.heap import retain_freed_memory
-from shoal.vector.link import Link, Spin
+from shoal.vector.link import Link, Spin, link_memory
 
 CLOSE = b"\x02"
 READY = b"\x03"
@@ -285,18 +284,20 @@ def decode(message: bytes) -> tuple[bool, Any]:
 class Signals(NamedTuple):
     """What a worker needs to build its end of its :class:`~shoal.vector.link.Link` (picklable for spawn)."""
 
-    memory: Any  # the shared counter block
+    memory: Any  # the shared block holding the counters (and the mailboxes)
     counters: int  # how many it holds
     host: int
     ring: int
     spin_s: float
-    mailboxes: Any = None  # the shared mailbox memory (link.mailbox_bytes), or None: every message on the pipe
+    at: int = 0  # where the counters start in it
+    mail_at: int | None = None  # where the mailboxes start in it (link.mailbox_bytes); None: all messages on the pipe
 
     def link(self, conn: Any, stalled: Any = None) -> Link:
         """This worker's end of its link; ``stalled`` runs every :data:`_ORPHAN_POLL_S` that a message to or from
         the parent waits."""
         channel = Channel(conn, stalled, _ORPHAN_POLL_S)
-        return Link(channel, Counters(self.memory, self.counters), self.host, self.ring, self.mailboxes)
+        counters, mailboxes = link_memory(self.memory, self.at, self.counters, self.mail_at)
+        return Link(channel, counters, self.host, self.ring, mailboxes)
 
 
 def orphan_check(parent: int) -> Any:

@@ -72,6 +72,14 @@ def mailbox_bytes(hosts: int, ring: int) -> int:
     return hosts * 2 * ring * MAILBOX_BYTES
 
 
+def link_memory(memory: Any, at: int, count: int, mail_at: int | None) -> tuple[Counters, memoryview | None]:
+    """The links' counters (``count`` of them, from byte ``at`` of the shared block ``memory``) and their
+    mailboxes (from byte ``mail_at``; None: no mailboxes)."""
+    raw = memoryview(memory).cast("B")
+    counters = Counters(raw[at : at + Counters.nbytes(count)], count)
+    return counters, None if mail_at is None else raw[mail_at:]
+
+
 class Spin:
     """A waiter's spin budget: spin ``most`` seconds, unless spinning has stopped paying.
 

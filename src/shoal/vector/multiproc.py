@@ -63,6 +63,7 @@ from shoal.vector.link import (
     Spin,
     closed_channels,
     counters_needed,
+    link_memory,
     mailbox_bytes,
     wait,
 )
@@ -156,14 +157,16 @@ class MultiprocessingTransport(Transport):
         spec = replace(spec, finals=autoreset_mode is AutoresetMode.SAME_STEP and not spec.obs.loose,
                        info_table=getattr(factory, "infos_per_env", False),
                        sequence_rows=sequence_rows(spec.num_envs, spec.action), reset_flags=True)
-        self.memory = shared_bytes(spec.nbytes)  # (a Ray node lets a vector env on its machine map it)
-        self.buffers = spec.view(self.memory)
-        self._table = InfoTable.of(self.buffers)
         ring = max(len(members) for members in self.hosts)
         count = counters_needed(len(self.hosts), ring)
-        self._counter_memory = shared_bytes(Counters.nbytes(count))
-        self._counters = Counters(self._counter_memory, count)
-        self._mailboxes = shared_bytes(mailbox_bytes(len(self.hosts), ring))
+        # one shared block (one mapping, one file descriptor): the buffers, then the links' counters (each on a
+        # cache line of its own), then their mailboxes. (A Ray node lets a vector env on its machine map it.)
+        at = -(-spec.nbytes // 64) * 64
+        mail_at = at + Counters.nbytes(count)
+        self.memory = shared_bytes(mail_at + mailbox_bytes(len(self.hosts), ring))
+        self.buffers = spec.view(self.memory)
+        self._table = InfoTable.of(self.buffers)
+        self._counters, self._mailboxes = link_memory(self.memory, at, count, mail_at)
         self._inline = inline
         self.own_rows = slice(0, self.groups[0].stop) if inline else None
         self._engine: Engine | None = None  # the calling process's own (inline)
@@ -182,8 +185,7 @@ class MultiprocessingTransport(Transport):
                     if inline and host == 0:
                         continue
                     parent_end, child_end = ctx.Pipe(duplex=True)
-                    signals = _worker.Signals(self._counter_memory, count, host, ring, self._spin_s,
-                                              self._mailboxes)
+                    signals = _worker.Signals(self.memory, count, host, ring, self._spin_s, at, mail_at)
                     proc = ctx.Process(
                         target=_worker.run,
                         args=(child_end, self.memory, spec, factory_bytes, [self.groups[g] for g in members],

@@ -26,7 +26,7 @@ import numpy as np
 import shoal
 from shoal.bench.throughput import interleaved
 from multiagent_workloads import Crowd, CrowdSingle, spread
-from workloads import puffer_make
+from workloads import close, puffer_make
 
 warnings.filterwarnings("ignore")  # SuperSuit and PettingZoo warn about deprecated attributes on every make
 
@@ -60,7 +60,7 @@ def measure(envs, seconds: float, windows: int = 4) -> float:
             steps += batch
         if w:
             best = max(best, steps / (time.perf_counter() - start))
-    envs.close()
+    close(envs)  # (PufferLib's workers waited for)
     return best
 
 

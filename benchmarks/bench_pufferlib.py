@@ -82,14 +82,9 @@ WORKLOADS.update(MULTIAGENT, **NATIVE)  # (this benchmark's choices: the shared 
 
 
 def measure(envs, seconds: float) -> float:
-    """Steps/s of ``envs`` (see :func:`workloads.best_rate`; ``num_envs`` is PufferLib's: the rows of a batch).
-    PufferLib's ``Multiprocessing.close`` terminates its workers without waiting: they are waited for here, so
-    that the next configuration does not start beside them (and shoal's default count does not count them)."""
-    try:
-        return best_rate(envs, seconds, lambda envs: envs.reset(seed=0))
-    finally:
-        for process in getattr(envs, "processes", ()):
-            process.join(timeout=10)
+    """Steps/s of ``envs`` (see :func:`workloads.best_rate`, which waits for PufferLib's workers after its
+    ``close``: :func:`workloads.close`; ``num_envs`` is PufferLib's: the rows of a batch)."""
+    return best_rate(envs, seconds, lambda envs: envs.reset(seed=0))
 
 
 def configs(fn, n):

@@ -137,8 +137,17 @@ def best_rate(envs: Any, seconds: float, reset: Callable[[Any], Any], windows: i
             steps += n if ran is None else ran
         if w:  # the first window warms up
             best = max(best, steps / (time.perf_counter() - start))
-    envs.close()
+    close(envs)
     return best
+
+
+def close(envs: Any) -> None:
+    """``envs.close()``, then wait for the worker processes of PufferLib's ``Multiprocessing``, whose ``close``
+    terminates them without waiting: the next configuration then neither starts beside them nor gets shared
+    arrays they may still write into (they did, for up to ~50 ms, under Ray's SIGTERM handler)."""
+    envs.close()
+    for process in getattr(envs, "processes", ()):
+        process.join(timeout=10)
 
 
 def _plain_step(envs: Any, actions: Any) -> None:

@@ -160,8 +160,9 @@ def pufferlibs(run, *args, **kwargs):
     """``run(pufferlib.vector.make, ...)``: the reference, PufferLib's own vector env, given a second chance. Its
     Multiprocessing hung once in a CI run (2026-11-29: the calling process in ``recv``, reading the infos of a worker
     that never sent them, within three batches of its first ``async_reset``); 80 runs of the same test here did not
-    repeat it. A reference not done in 30 s (each takes under 2) is cut short, its vector env closed, and run once
-    more."""
+    repeat it. The likely cause, found later: the previous reference's terminated workers, still writing (their
+    ``INFO`` flag too) into the arrays this one was given (:func:`_pufferlib_workers_joined` waits for them now). A
+    reference not done in 30 s (each takes under 2) is cut short, its vector env closed, and run once more."""
     for attempt in (1, 2):
         try:
             with _deadline(30.0):

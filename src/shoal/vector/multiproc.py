@@ -1,9 +1,10 @@
 """The multiprocessing backend: groups of envs in worker processes, every per-step array in shared memory.
 
 * Memory: one shared block holds all buffers, then the links' counters and mailboxes
-  (:func:`~shoal.vector.arena.shared_bytes`: a mapping of its own, never a block another library freed). Unlike ``multiprocessing.shared_memory``, its backing file is unlinked the moment
-  it is created, so nothing can outlive the processes, even when the parent is killed with SIGKILL; and it works
-  under fork, spawn and forkserver alike, on Linux and macOS.
+  (:func:`~shoal.vector.arena.shared_bytes`: a mapping of its own, never a block another library freed). Unlike
+  ``multiprocessing.shared_memory``, its backing file is unlinked the moment it is created, so nothing can outlive
+  the processes, even when the parent is killed with SIGKILL; and it works under fork, spawn and forkserver alike,
+  on Linux and macOS.
 * Signalling (:mod:`shoal.vector.link`): a step is posted and answered through counters in shared memory; one pipe
   per worker carries what is rare (infos, errors, call results, pickled). A worker may
   host several groups and answers their commands in the order it got them, so in asynchronous mode it steps its

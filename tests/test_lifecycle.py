@@ -74,19 +74,19 @@ def test_large_messages_crossing_in_asynchronous_mode():
 
 @pytest.mark.parametrize("batch_size", [None, 2], ids=["sync", "async"])
 def test_dropped_env_stops_its_workers_and_never_writes_again(batch_size):
-    envs = shoal.make(functools.partial(SlowEnv, 0.001), 4, num_workers=2, batch_size=batch_size, inline=False)
+    envs = shoal.make(functools.partial(SlowEnv, 0.3), 4, num_workers=2, batch_size=batch_size, inline=False)
     envs.reset(seed=0)
     envs.send(np.zeros(envs.batch_size, np.int64))  # workers busy with a step (and, async, with queued groups)
     workers = [psutil.Process(p.pid) for p in envs._transport._procs.values()]
     memory = memoryview(envs._transport.memory).cast("B")  # held here: where a worker left running would write
     del envs
     gc.collect()
+    left = bytes(memory)  # as the dropped env left it (a worker in its step would still write its rows)
     start = time.monotonic()
     _, alive = psutil.wait_procs(workers, timeout=1.0)
     assert not alive, f"workers outlived their dropped vector env: {alive}"
     assert time.monotonic() - start < 1.0
-    left = bytes(memory)
-    time.sleep(0.3)
+    time.sleep(0.1)
     assert bytes(memory) == left, "a worker wrote into the memory of its dropped vector env"
 
 

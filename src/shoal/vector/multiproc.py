@@ -161,8 +161,9 @@ class MultiprocessingTransport(Transport):
         ring = max(len(members) for members in self.hosts)
         count = counters_needed(len(self.hosts), ring)
         # one shared block (one mapping, one file descriptor): the buffers, then the links' counters (each on a
-        # cache line of its own), then their mailboxes. (A Ray node lets a vector env on its machine map it.)
-        at = -(-spec.nbytes // 64) * 64
+        # cache line of its own; BufferSpec.nbytes ends on one), then their mailboxes. (A Ray node lets a vector env
+        # on its machine map it.)
+        at = spec.nbytes
         mail_at = at + Counters.nbytes(count)
         self.memory = shared_bytes(mail_at + mailbox_bytes(len(self.hosts), ring))
         self.buffers = spec.view(self.memory)

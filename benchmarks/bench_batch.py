@@ -80,14 +80,16 @@ def unchecked_uncopied(env_id: str, envs: int, seconds: float, mode: str = "next
     every result changes under the caller at the next step): a bound on what the backend could reach with that
     share gone."""
     import shoal.vector.base as base
+    import shoal.vector.results as results
 
     built = shoal.make(env_id, envs, copy=False, autoreset_mode=mode, **(options or {"num_workers": 2}))
     built._check_actions = lambda space, actions, n, where: actions
-    take, base._take = base._take, lambda array, rows: array[rows]
+    take = results.take
+    base.take = results.take = lambda array, rows: array[rows]
     try:
         return measure(built, seconds)
     finally:
-        base._take = take
+        base.take = results.take = take
 
 
 def configs(name: str, instances: int, single: int, mode: str = "next_step"):

@@ -354,6 +354,14 @@ class Layout:
         n = batch.shape[0]
         return np.ascontiguousarray(batch).view(self.flat_dtype).reshape(n, self.flat_size)
 
+    def flat_space(self, n: int) -> spaces.Box:
+        """The space of :meth:`flat`'s batches of ``n``: a Box over ``flat_dtype``'s whole range (a flat row holds
+        leaves of different bounds, or their bytes as ``uint8``)."""
+        dtype = self.flat_dtype
+        low, high = (np.iinfo(dtype).min, np.iinfo(dtype).max) if dtype.kind in "iu" else (
+            (0, 1) if dtype.kind == "b" else (-np.inf, np.inf))
+        return spaces.Box(low, high, (n, self.flat_size), dtype)
+
     def unflatten(self, flat: np.ndarray) -> Any:
         """Undo :meth:`flat`: a ``(n, flat_size)`` array back to Gymnasium shape, as views (no copy)."""
         flat = np.asarray(flat)

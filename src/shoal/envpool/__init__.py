@@ -76,8 +76,10 @@ def make(task_id: str | Sequence[str], env_type: EnvType = "gymnasium", **kwargs
     shoal_options = {k: kwargs.pop(k) for k in SHOAL_KEYWORDS if k in kwargs}
     envs: VectorEnv
     book: Book
+    threshold = None  # (a Gymnasium task's: its registration's reward_threshold)
     if isinstance(task_id, str) and task_id in _gymnasium.TASKS:
         envs, settings, book = _gymnasium.make_task(task_id, kwargs, shoal_options, dm=env_type == "dm")
+        threshold = gymnasium.spec(task_id).reward_threshold
     else:
         listed = [t for t in ([] if isinstance(task_id, str) else task_id) if t in _gymnasium.TASKS]
         if listed:
@@ -92,8 +94,6 @@ def make(task_id: str | Sequence[str], env_type: EnvType = "gymnasium", **kwargs
         settings = {**DEFAULTS, **{k: v for k, v in kwargs.items() if k in DEFAULTS}, "task": kwargs.get("task")}
         envs, book = _atari.make_atari(task_id, settings, shoal_options)
         settings["task"] = envs.games[0]
-    threshold = gymnasium.spec(task_id).reward_threshold if isinstance(task_id, str) and task_id in _gymnasium.TASKS \
-        else None
     try:
         pool = pool_class(env_type)(envs, env_type, settings, book, threshold)
     except BaseException:

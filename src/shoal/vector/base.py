@@ -1,10 +1,11 @@
 """shoal's one vector env: the Gymnasium API, written once above the backends.
 
-``reset``/``step`` are ``*_async`` + ``*_wait`` (``send``/``recv``); the async state machine, input checks, the
-first-N-of-M batching and the assembly of results live here. Engines own per-env semantics (autoreset, sequences);
-backends only move commands and results (:mod:`shoal.vector.transport`). Beside it: the layout of envs into groups
-and workers (:mod:`~shoal.vector.layout`), calls (:mod:`~shoal.vector.calls`), what an interrupted call leaves
-(:mod:`~shoal.vector.recovery`) and whose the backend is across forks (:mod:`~shoal.vector.ownership`).
+``reset``/``step`` are ``*_async`` + ``*_wait`` (``send``/``recv``); the async state machine, input checks and the
+first-N-of-M batching live here. Engines own per-env semantics (autoreset, sequences); backends only move commands
+and results (:mod:`shoal.vector.transport`). Beside it: the layout of envs into groups and workers
+(:mod:`~shoal.vector.layout`), how results come out of the buffers (:mod:`~shoal.vector.results`), calls
+(:mod:`~shoal.vector.calls`), what an interrupted call leaves (:mod:`~shoal.vector.recovery`) and whose the backend
+is across forks (:mod:`~shoal.vector.ownership`).
 """
 
 from __future__ import annotations
@@ -14,13 +15,13 @@ import warnings
 from collections.abc import Mapping
 from contextlib import nullcontext
 from itertools import accumulate
-from typing import Any, Iterable, Literal, Sequence, TypeVar
+from typing import Any, Literal, Sequence, TypeVar
 
 import gymnasium
 import numpy as np
 from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
-from gymnasium.vector.utils import batch_space, iterate
+from gymnasium.vector.utils import batch_space
 
 from shoal.errors import (
     ConfigError,
@@ -43,24 +44,25 @@ from shoal.vector.checks import (
     is_sequence_batch,
     parse_autoreset_mode,
 )
-from shoal.vector.copies import SPLIT_FROM, SplitCopies, copy_out
-from shoal.vector.commands import Command, LooseObs, Op, Sequences
+from shoal.vector.copies import SplitCopies
+from shoal.vector.commands import Command, Op, Sequences
 from shoal.vector.engine import split_by
-from shoal.vector.infos import InfoParts, merge_infos
+from shoal.vector.infos import InfoParts
 from shoal.vector.layout import checked_batch_size, group_layout, worker_count
 from shoal.vector.load import BUSY, ShareCost
 from shoal.vector.ownership import Owned
 from shoal.vector.recovery import Recovery
+from shoal.vector.results import ALL_ROWS, Results, batch_rows, take
 from shoal.vector._guard import CallGuard
 from shoal.vector.state import AsyncState, check_timeout, guarded, refuse_concurrent, whole
-from shoal.vector.transport import EngineFactory, Transport
+from shoal.vector.transport import EngineFactory, make_transport
 
 Backend = Literal["serial", "multiprocessing", "ray"]
 _Self = TypeVar("_Self", bound="VectorEnv")
 
 
 # np_random and np_random_seed are per-env tuples, as on Gymnasium's Sync/AsyncVectorEnv (the base class types one)
-class VectorEnv(Calls, Recovery, Owned, gymnasium.vector.VectorEnv):  # type: ignore[misc]
+class VectorEnv(Calls, Results, Recovery, Owned, gymnasium.vector.VectorEnv):  # type: ignore[misc]
     """A batch of envs stepped by a backend, behind Gymnasium's ``VectorEnv`` API.
 
     Build one with :func:`shoal.make`, :class:`shoal.AtariVectorEnv` or the drop-in
@@ -157,12 +159,7 @@ class VectorEnv(Calls, Recovery, Owned, gymnasium.vector.VectorEnv):  # type: ig
         self.metadata["autoreset_mode"] = self.autoreset_mode
         self.render_mode = render_mode
         if flatten:
-            self.observation_space = spaces.Box(
-                _dtype_min(self._obs_layout.flat_dtype),
-                _dtype_max(self._obs_layout.flat_dtype),
-                (self.batch_size, self._obs_layout.flat_size),
-                self._obs_layout.flat_dtype,
-            )
+            self.observation_space = self._obs_layout.flat_space(self.batch_size)
         else:
             self.observation_space = observation_space or batch_space(single_observation_space, self.batch_size)
         self.action_space = batch_space(single_action_space, self.batch_size)
@@ -173,8 +170,9 @@ class VectorEnv(Calls, Recovery, Owned, gymnasium.vector.VectorEnv):  # type: ig
         self._owners = np.repeat(np.arange(len(self.groups)), [len(g) for g in self.groups])  # env -> its group
         self._batches: dict[tuple[int, ...], tuple[np.ndarray, Any, Any]] = {}  # held groups -> see _hold
         spec = BufferSpec(self.num_envs, self._obs_layout, self._action_layout, dict(extras or {}))
-        self._transport = self._make_transport(
-            factory, spec, backend, hosts, context=context, daemon=daemon, inline=inline, address=address
+        self._transport = make_transport(
+            backend, factory, self.groups, spec, self.autoreset_mode, hosts, context=context, daemon=daemon,
+            inline=inline, address=address, spin_us=0.0 if self._others >= BUSY else None,
         )
         self._buffers = self._transport.buffers
         self._no_sequences: str | None = getattr(factory, "no_sequences", None)  # why its engines refuse them
@@ -203,50 +201,6 @@ class VectorEnv(Calls, Recovery, Owned, gymnasium.vector.VectorEnv):  # type: ig
         self._torch_slots: Any = None  # the observation slots the torch ops hand out (shoal.torch_ops.SharedSlots)
         self._own_backend()
         self.closed = False
-
-    def _split_rows(self) -> list[slice] | None:
-        """The groups' rows, whose results a synchronous step copies out group by group as their answers come
-        (:class:`SplitCopies`), where that pays: several groups, on a backend that reports answers as they come,
-        results of one plain array of observations, at least :data:`SPLIT_FROM` bytes in all."""
-        if (not self.copy or self.is_async or not self._plain_obs or not self._transport.reports_arrivals
-                or len(self.groups) < 2):
-            return None
-        if sum(a.nbytes for a in self._results()) < SPLIT_FROM:
-            return None
-        return [slice(g.start, g.stop) for g in self.groups]
-
-    def _results(self) -> tuple[np.ndarray, ...]:
-        """The arrays a step's results are copied out of when they are split: observations (slot 0), rewards, flags
-        and the engine's per-env info arrays (``extras``: agents as rows have 4.25 MiB of them at 262144 rows)."""
-        b = self._buffers
-        return (self._obs_slot0, b.rewards, b.terminations, b.truncations, *b.extras.values())
-
-    # -- construction ------------------------------------------------------------------------------------------------
-
-    def _make_transport(
-        self, factory: EngineFactory, spec: BufferSpec, backend: str, hosts: list[list[int]], **options: Any
-    ) -> Transport:
-        if backend == "serial" or (options["inline"] and len(hosts) == 1):  # no worker: the serial transport
-            from shoal.vector.serial import SerialTransport
-
-            return SerialTransport(factory, self.groups, spec, self.autoreset_mode)
-        if backend == "ray":
-            from shoal.vector.ray_transport import RayTransport
-
-            return RayTransport(factory, self.groups, spec, self.autoreset_mode, hosts, address=options["address"])
-        from shoal.vector.multiproc import MultiprocessingTransport
-
-        return MultiprocessingTransport(
-            factory,
-            self.groups,
-            spec,
-            self.autoreset_mode,
-            hosts,
-            context=options["context"],
-            daemon=options["daemon"],
-            inline=options["inline"],
-            spin_us=0.0 if self._others >= BUSY else None,  # a spinning waiter takes a core the others want
-        )
 
     # -- reset -------------------------------------------------------------------------------------------------------
 
@@ -345,7 +299,7 @@ class VectorEnv(Calls, Recovery, Owned, gymnasium.vector.VectorEnv):  # type: ig
         if self.is_async:
             ids, rows = self._held_ids, self._held_rows
             return self._observations(rows), self._info_parts(answers, ids, rows)
-        return self._observations(_ALL), self._info_parts(answers, None, _ALL)
+        return self._observations(ALL_ROWS), self._info_parts(answers, None, ALL_ROWS)
 
     # -- step --------------------------------------------------------------------------------------------------------
 
@@ -501,11 +455,11 @@ class VectorEnv(Calls, Recovery, Owned, gymnasium.vector.VectorEnv):  # type: ig
                 obs, rewards, terminations, truncations, *extras = self._split_copies.finish()
                 self._split_copies = None
             else:
-                obs, rewards = self._observations(rows), _take(b.rewards, rows)
-                terminations, truncations = _take(b.terminations, rows), _take(b.truncations, rows)
+                obs, rewards = self._observations(rows), take(b.rewards, rows)
+                terminations, truncations = take(b.terminations, rows), take(b.truncations, rows)
             parts = self._info_parts(answers, ids, rows, extras)
             if self._used_sequences and self._sequenced(answers):
-                parts.arrays["steps_taken"] = _take(b.steps_taken, rows)
+                parts.arrays["steps_taken"] = take(b.steps_taken, rows)
             return obs, rewards, terminations, truncations, parts
 
     def _receive(
@@ -536,7 +490,7 @@ class VectorEnv(Calls, Recovery, Owned, gymnasium.vector.VectorEnv):  # type: ig
             raise
         self._state, self._interrupted, self._handout = AsyncState.DEFAULT, False, None
         if not self.is_async:
-            return (self._absorb(answers) if self._loose_obs else answers), None, _ALL
+            return (self._absorb(answers) if self._loose_obs else answers), None, ALL_ROWS
         return answers, self._held_ids, self._held_rows
 
     def _hand_out(self, timeout: float | None) -> list[tuple[int, Any]]:
@@ -667,85 +621,10 @@ class VectorEnv(Calls, Recovery, Owned, gymnasium.vector.VectorEnv):  # type: ig
             if len(self._batches) > 256:  # many groups: do not keep every combination ever drawn
                 self._batches.clear()
             ids = np.concatenate([self._transport.group_ids[g] for g in key])
-            batch = self._batches[key] = (ids, self._rows(ids), self._batch_action_space(ids))
+            batch = self._batches[key] = (ids, batch_rows(ids), self._batch_action_space(ids))
         self._held_ids, self._held_rows, space = batch
         if space is not None:
             self.action_space = space
-
-    @staticmethod
-    def _rows(ids: np.ndarray) -> Any:
-        """A slice when ``ids`` are consecutive (views, and copies of one block), else the ids themselves."""
-        if len(ids) and ids[-1] - ids[0] == len(ids) - 1 and (np.diff(ids) == 1).all():
-            return slice(int(ids[0]), int(ids[-1]) + 1)
-        return ids
-
-    def _observations(self, rows: Any) -> Any:
-        if self._plain_obs and not self._buffers.slots_on[0]:  # every step's case: one array, in slot 0
-            return _take(self._obs_slot0, rows) if self.copy else self._obs_slot0[rows]
-        batch, fresh = self._obs_batch(rows)
-        if self.flatten:
-            flat = self._obs_layout.flat(batch)
-            return copy_out(flat) if self.copy and not fresh else flat
-        if self._loose_obs:
-            loose = [tuple(store[rows] if isinstance(rows, slice) else [store[i] for i in rows.tolist()])
-                     for store in self._loose_obs]
-            return self._obs_layout.read(batch, copy=self.copy, loose=loose)
-        return self._obs_layout.read(batch, copy=self.copy and not fresh)
-
-    def _absorb(self, answers: list[tuple[int, Any]]) -> list[tuple[int, Any]]:
-        """Keep the loose leaves of the observations that came with ``answers``; the answers' info entries."""
-        if not self._loose_obs:
-            return answers
-        stores = self._loose_obs
-        unwrapped = []
-        for group, result in answers:
-            if isinstance(result, LooseObs):
-                for env_id, values in result.values.items():
-                    for store, value in zip(stores, values):
-                        store[env_id] = value
-                result = result.entries
-            unwrapped.append((group, result))
-        return unwrapped
-
-    def _obs_batch(self, rows: Any) -> tuple[np.ndarray, bool]:
-        """The observations of the envs at ``rows`` (a slice or ids), and whether that array is a copy already."""
-        b = self._buffers
-        k = b.slot_of(rows)
-        if k is None:
-            return b.obs[b.obs_rows(np.arange(self.num_envs)[rows])], True
-        return b.slot(k)[rows], not isinstance(rows, slice)  # fancy indexing copies
-
-    def _info_parts(
-        self, answers: list[tuple[int, Any]], ids: np.ndarray | None, rows: Any, extras: list[np.ndarray] | None = None
-    ) -> InfoParts:
-        """The infos of ``answers`` for all envs in order (``ids`` None) or for envs ``ids``, at buffer ``rows``;
-        ``extras``: the engine's info arrays, copied out already (in the order of the buffers' ``extras``)."""
-        entries = [entry for _, result in answers if result for entry in result]
-        if extras is None:
-            extras = [_take(array, rows) for array in self._buffers.extras.values()]
-        arrays = dict(zip(self._buffers.extras, extras))
-        if ids is not None:
-            arrays["env_id"] = ids.copy()
-        elif self.always_env_id:
-            arrays["env_id"] = np.arange(self.num_envs)
-        return InfoParts(entries, ids, arrays)
-
-    def _merged(self, parts: InfoParts) -> dict[str, Any]:
-        """Infos in Gymnasium's vector form: the entries merged (:func:`~shoal.vector.infos.merge_infos`), then the
-        arrays."""
-        entries, ids, arrays = parts
-        if not entries:
-            return arrays
-        if ids is None:
-            infos = merge_infos(entries, self.num_envs, records=self._records)
-        else:
-            infos = merge_infos(entries, len(ids), {e: r for r, e in enumerate(ids.tolist())}, self._records)
-        infos.update(arrays)
-        return infos
-
-    def _records(self, batch: np.ndarray) -> Iterable[Any]:
-        """Observation records (an engine's final observations), one Gymnasium-shaped value each (views)."""
-        return iterate(self._obs_layout.space, self._obs_layout.read(batch))
 
     def _seeds(self, seed: Any) -> list[int | None]:
         """One seed (or None) per env row from what ``reset(seed=...)`` got (a subclass's hook)."""
@@ -770,9 +649,6 @@ IN_PLACE_FROM = 64 << 10
 :meth:`VectorEnv.send`); a smaller one is written whole into the buffers, one call cheaper (measured when every
 kind of engine took that path: CartPole x 8 on 2 processes stepped ~4% slower with the two writes)."""
 
-_ALL = slice(None)
-"""The rows of a synchronous batch: every env's."""
-
 
 @functools.lru_cache(maxsize=16)
 def _one_each(n: int) -> np.ndarray:
@@ -781,17 +657,3 @@ def _one_each(n: int) -> np.ndarray:
     offsets.flags.writeable = False
     return offsets
 
-
-def _take(array: np.ndarray, rows: Any) -> np.ndarray:
-    """A copy of ``array[rows]`` (indexing with ids copies already; a slice gives a view)."""
-    if rows is _ALL:  # every step of a synchronous vector env: no view to make first
-        return copy_out(array)
-    return copy_out(array[rows]) if isinstance(rows, slice) else array[rows]
-
-
-def _dtype_min(dtype: np.dtype) -> Any:
-    return np.iinfo(dtype).min if dtype.kind in "iu" else (0 if dtype.kind == "b" else -np.inf)
-
-
-def _dtype_max(dtype: np.dtype) -> Any:
-    return np.iinfo(dtype).max if dtype.kind in "iu" else (1 if dtype.kind == "b" else np.inf)

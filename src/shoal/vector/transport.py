@@ -157,6 +157,39 @@ class Transport(ABC):
         two processes share, which stays the parent's (called once, right after the fork)."""
 
 
+def make_transport(
+    backend: str,
+    factory: EngineFactory,
+    groups: list[range],
+    spec: BufferSpec,
+    autoreset_mode: AutoresetMode,
+    hosts: list[list[int]],
+    *,
+    context: str | None,
+    daemon: bool,
+    inline: bool,
+    address: str | None,
+    spin_us: float | None,
+) -> Transport:
+    """The transport of ``backend`` for ``groups`` hosted as ``hosts`` (each imported when first asked for): the
+    serial one where no worker is left (``backend="serial"``, or ``inline`` with one host, the calling process);
+    ``spin_us``: how long a multiprocessing waiter spins (None: its own choice; 0 on a busy machine, where a spinning
+    waiter takes a core the others want)."""
+    if backend == "serial" or (inline and len(hosts) == 1):
+        from shoal.vector.serial import SerialTransport
+
+        return SerialTransport(factory, groups, spec, autoreset_mode)
+    if backend == "ray":
+        from shoal.vector.ray_transport import RayTransport
+
+        return RayTransport(factory, groups, spec, autoreset_mode, hosts, address=address)
+    from shoal.vector.multiproc import MultiprocessingTransport
+
+    return MultiprocessingTransport(
+        factory, groups, spec, autoreset_mode, hosts, context=context, daemon=daemon, inline=inline, spin_us=spin_us
+    )
+
+
 def pickled(value: Any, what: str) -> bytes:
     """``value`` pickled to cross to another process (pickle, else cloudpickle for lambdas and closures), or an
     :class:`~shoal.errors.UnpicklableError` saying that ``what`` cannot be sent."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import pickle
 import subprocess
@@ -83,13 +84,63 @@ def test_every_backend_equals_gymnasium(backend, obs, act, mode):
         _compare(envs, ref, act, mode)
 
 
-def test_registered_id_equals_gymnasium():
-    ref = gym.make_vec("CartPole-v1", 6, vectorization_mode="sync")
-    with closing(ref), shoal.make("CartPole-v1", 6, num_workers=2) as envs:
+@pytest.mark.parametrize("how", ["id", "spec"])
+def test_registered_id_equals_gymnasium(how):
+    # a spec as make_vec takes one, of shorter episodes than the registration's (so its own settings are used)
+    env = "CartPole-v1" if how == "id" else dataclasses.replace(gym.spec("CartPole-v1"), max_episode_steps=30)
+    ref = gym.make_vec(env, 6, vectorization_mode="sync")
+    with closing(ref), shoal.make(env, 6, num_workers=2) as envs:
         rng = np.random.default_rng(0)
         acts = rng.integers(0, 2, size=(200, 6))
         for e, g in zip(rollout(ref, lambda t: acts[t], 200, 3), rollout(envs, lambda t: acts[t], 200, 3)):
             assert_same(g, e)
+
+
+def _doubled(reward):
+    return 2.0 * reward
+
+
+# Each changes what the vector env hands out: the observation space, the rewards, the infos
+WRAPPERS = [
+    gym.wrappers.TimeAwareObservation,
+    functools.partial(gym.wrappers.TransformReward, func=_doubled),
+    gym.wrappers.RecordEpisodeStatistics,
+]
+
+
+@pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP], ids=lambda m: m.value)
+def test_wrappers_equal_gymnasium_make_vecs(backend, mode):
+    ref = gym.make_vec("CartPole-v1", 4, vectorization_mode="sync", wrappers=WRAPPERS,
+                       vector_kwargs={"autoreset_mode": mode})
+    with closing(ref), shoal.make("CartPole-v1", 4, wrappers=WRAPPERS, autoreset_mode=mode, **backend) as envs:
+        assert envs.single_observation_space == ref.single_observation_space
+        assert envs.single_observation_space != gym.make("CartPole-v1").observation_space  # the wrappers did act
+        acts = np.random.default_rng(1).integers(0, 2, size=(60, 4))
+        expected, got = rollout(ref, lambda t: acts[t], 60, 5), rollout(envs, lambda t: acts[t], 60, 5)
+        # RecordEpisodeStatistics's infos came through (same-step: in the final infos)
+        assert any("episode" in info or "episode" in info.get("final_info", {}) for *_, info in got)
+        for t, (e, g) in enumerate(zip(expected, got)):
+            for info in (e[-1], g[-1], e[-1].get("final_info", {}), g[-1].get("final_info", {})):
+                info.get("episode", {}).pop("t", None)  # the episodes' wall-clock times differ
+            assert_same(g, e, f"call {t}")
+
+
+@pytest.mark.parametrize(
+    "wrappers,match",
+    [
+        (gym.wrappers.TimeAwareObservation, "pass a list, wrappers=\\[...\\]"),
+        ("TimeAwareObservation", "sequence of callables"),
+        ([gym.wrappers.TimeAwareObservation, "RecordEpisodeStatistics"], "'RecordEpisodeStatistics' is not callable"),
+    ],
+)
+def test_wrappers_that_are_not_callables_are_refused_naming_what_came(wrappers, match):
+    with pytest.raises(shoal.errors.ConfigError, match=match):
+        shoal.make("CartPole-v1", 2, backend="serial", wrappers=wrappers)
+
+
+def test_wrappers_of_a_batch_native_env_are_refused():
+    with pytest.raises(shoal.errors.ConfigError, match="batch-native env steps all of its instances in one object"):
+        shoal.make("shoal/Squared-v0", 4, backend="serial", wrappers=[gym.wrappers.TimeAwareObservation])
 
 
 @pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP], ids=lambda m: m.value)

@@ -147,19 +147,23 @@ def test_asynchronous_batches_carry_each_units_infos_at_its_rows(mode):
         ref.close()
 
 
-def test_record_episode_statistics_on_each_unit_reports_as_on_one_vector_env_of_them_all(backend):
+@pytest.mark.parametrize("wrapped", ["by-the-constructor", "by-wrappers"])
+def test_record_episode_statistics_on_each_unit_reports_as_on_one_vector_env_of_them_all(backend, wrapped):
     """Gymnasium's vector RecordEpisodeStatistics (its ``episode`` values without masks of their own, under
     ``_episode``) on each unit, on every backend (a unit's infos go back as one Block): the episodes' returns and
     lengths, at their rows, as the wrapper on one SyncVectorEnv of all the sub-envs reports them (their times
-    differ)."""
+    differ). The units' constructor wraps them, or ``shoal.make``'s ``wrappers`` do."""
     m, n = 4, 3
 
+    def plain(count):
+        return gym.vector.SyncVectorEnv([lambda: gym.make("CartPole-v1", max_episode_steps=12)] * count)
+
     def units(count):
-        return gym.wrappers.vector.RecordEpisodeStatistics(
-            gym.vector.SyncVectorEnv([lambda: gym.make("CartPole-v1", max_episode_steps=12)] * count))
+        return gym.wrappers.vector.RecordEpisodeStatistics(plain(count))
 
     ref = units(m * n)
-    with shoal.make(functools.partial(units, m), n, **backend) as envs:
+    wrappers = [gym.wrappers.vector.RecordEpisodeStatistics] if wrapped == "by-wrappers" else None
+    with shoal.make(functools.partial(plain if wrappers else units, m), n, wrappers=wrappers, **backend) as envs:
         envs.reset(seed=1)
         ref.reset(seed=1)
         rng = np.random.default_rng(3)

@@ -127,8 +127,15 @@ def assert_rows(mine, expected, where):
 
 
 def run_beside(fn, n, steps, config, seed=3, convert=None):
-    """Step shoal's vector env of ``fn`` and :class:`ByHand` with the same random actions; returns the masks seen."""
-    hand = ByHand(fn, n, convert)
+    """Step shoal's vector env of ``fn`` and :class:`ByHand` with the same random actions; returns the masks seen.
+    ``config["wrappers"]`` wrap shoal's envs and, applied in the same order by hand, :class:`ByHand`'s."""
+
+    def by_hand(env):
+        for wrapper in config.get("wrappers", ()):
+            env = wrapper(env)
+        return (convert or (lambda e: e))(env)
+
+    hand = ByHand(fn, n, by_hand)
     masks = []
     with shoal.make(fn, n, **config) as envs:
         assert envs.possible_agents == hand.agents
@@ -157,6 +164,18 @@ SMALL_BACKENDS = [
 def test_simple_spread_equals_pettingzoo_by_hand(config):
     masks = run_beside(partial(simple_spread_v3.parallel_env, max_cycles=5), 4, 13, config)
     assert masks.all()  # MPE agents never leave; episodes end by truncation (twice here)
+
+
+@pytest.mark.parametrize("config", SMALL_BACKENDS)
+def test_wrappers_wrap_each_pettingzoo_env_where_it_is_made(config):
+    from supersuit import clip_reward_v0, dtype_v0
+
+    fn = partial(simple_spread_v3.parallel_env, max_cycles=5)
+    wrappers = [partial(dtype_v0, dtype=np.float64), partial(clip_reward_v0, lower_bound=-0.6, upper_bound=0.6)]
+    masks = run_beside(fn, 3, 9, {**config, "wrappers": wrappers})
+    assert masks.all()
+    with shoal.make(fn, 3, wrappers=wrappers, **config) as envs:  # the spaces are the wrapped env's
+        assert envs.single_observation_space.dtype == np.float64  # simple_spread's own are float32
 
 
 @pytest.mark.parametrize("config", SMALL_BACKENDS)

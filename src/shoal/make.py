@@ -7,6 +7,7 @@ from typing import Any, Callable, Sequence
 
 import gymnasium
 from gymnasium import Env, Space
+from gymnasium.envs.registration import EnvSpec
 from gymnasium.vector import AutoresetMode, VectorEnv as GymVectorEnv
 from gymnasium.vector.utils import batch_differing_spaces
 
@@ -19,24 +20,26 @@ from shoal.vector.gym_engine import GymEngineFactory, refuse_foreign
 from shoal.vector.hosted import HostedEngineFactory, check_hostable
 from shoal.vector.load import env_share_cost, native_share_cost
 
-EnvLike = str | Callable[[], Env] | Sequence[Callable[[], Env]]
+EnvLike = str | EnvSpec | Callable[[], Env] | Sequence[Callable[[], Env]]
 
 
 def env_fns_of(env: EnvLike, num_envs: int | None, env_kwargs: dict[str, Any]) -> list[Callable[[], Env]]:
     """One env constructor per env, from a Gymnasium id, one callable, or a list of callables."""
     if num_envs is not None and (isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1):
         raise ConfigError(f"num_envs must be a positive integer, got {num_envs!r}")
-    if isinstance(env, str):
+    if isinstance(env, (str, EnvSpec)):  # (gymnasium.make takes either)
+        name = env if isinstance(env, str) else env.id
         if num_envs is None:
-            raise ConfigError(f"num_envs is required with a Gymnasium id ({env!r})")
+            raise ConfigError(f"num_envs is required with a Gymnasium id ({name!r})")
         if "vectorization_mode" in env_kwargs or "vector_kwargs" in env_kwargs:
             raise ConfigError(
-                f"vectorization_mode and vector_kwargs are gymnasium.make_vec's; shoal.make vectorizes {env!r} itself. "
-                f"To host the env's own vector env instead, pass a callable that makes one: shoal.make(functools."
-                f"partial(gymnasium.make_vec, {env!r}, M, vectorization_mode='vector_entry_point'), N) makes N of M "
-                f"sub-envs each"
+                f"vectorization_mode and vector_kwargs are gymnasium.make_vec's; shoal.make vectorizes {name!r} "
+                f"itself. To host the env's own vector env instead, pass a callable that makes one: shoal.make("
+                f"functools.partial(gymnasium.make_vec, {name!r}, M, vectorization_mode='vector_entry_point'), N) "
+                f"makes N of M sub-envs each"
             )
-        return [functools.partial(gymnasium.make, registering(env), **env_kwargs)] * num_envs
+        return [functools.partial(gymnasium.make, registering(env) if isinstance(env, str) else env, **env_kwargs)
+                ] * num_envs
     if env_kwargs:
         raise ConfigError(f"keyword arguments {sorted(env_kwargs)} are for gymnasium.make; pass a Gymnasium id")
     if callable(env):
@@ -58,6 +61,37 @@ def env_fns_of(env: EnvLike, num_envs: int | None, env_kwargs: dict[str, Any]) -
         f"env must be a Gymnasium id, a callable returning a gymnasium.Env, or a non-empty list of such callables; "
         f"got {type(env).__name__}"
     )
+
+
+class Wrapped:
+    """An env constructor whose env gets ``wrappers`` applied in order (``shoal.make(..., wrappers=...)``, as
+    ``gymnasium.make_vec``'s): pickles wherever its parts do, so that each worker wraps the envs it makes."""
+
+    def __init__(self, make: Callable[[], Any], wrappers: tuple[Callable[[Any], Any], ...]) -> None:
+        self.make, self.wrappers = make, wrappers
+
+    def __call__(self) -> Any:
+        env = self.make()
+        for wrapper in self.wrappers:
+            env = wrapper(env)
+        return env
+
+
+def wrapped(env_fns: list[Callable[[], Env]], wrappers: Any) -> list[Callable[[], Env]]:
+    """``env_fns`` with ``wrappers`` (None, or a sequence of callables ``wrapper(env) -> env``) applied to each env."""
+    if wrappers is None:
+        return env_fns
+    if isinstance(wrappers, (str, bytes)) or not isinstance(wrappers, Sequence) or callable(wrappers):
+        raise ConfigError(
+            f"wrappers must be a sequence of callables wrapper(env) -> env (a list of wrapper classes, say), got "
+            f"{type(wrappers).__name__}: pass a list, wrappers=[...]"
+        )
+    refused = [w for w in wrappers if not callable(w)]
+    if refused:
+        raise ConfigError(f"wrappers must be callables wrapper(env) -> env; {refused[0]!r} is not callable")
+    if not wrappers:
+        return env_fns
+    return [Wrapped(fn, tuple(wrappers)) for fn in env_fns]
 
 
 _NAMESPACE_MODULES = {"ALE": "ale_py"}
@@ -89,13 +123,14 @@ def make(
     inline: bool | None = None,
     observation_mode: str | tuple[Space, Space] = "same",
     address: str | None = None,
+    wrappers: Sequence[Callable[[Any], Any]] | None = None,
     **env_kwargs: Any,
 ) -> VectorEnv:
     """A vector env of ``num_envs`` copies of ``env`` (or of each callable in a list).
 
     Args:
-        env: a Gymnasium id (``**env_kwargs`` go to ``gymnasium.make``), a callable returning an env, or a list of
-            callables (``num_envs`` is then their count).
+        env: a Gymnasium id or ``EnvSpec`` (``**env_kwargs`` go to ``gymnasium.make``), a callable returning an
+            env, or a list of callables (``num_envs`` is then their count).
         num_envs: how many envs.
         backend: ``"serial"`` (in this process), ``"multiprocessing"`` (worker processes, shared memory) or
             ``"ray"`` (a Ray actor per node, each running its node's workers; one machine or a cluster;
@@ -118,6 +153,8 @@ def make(
             ``(batched space, single space)``, as in Gymnasium.
         address: the Ray cluster to join with ``backend="ray"`` (default: ``RAY_ADDRESS``, an initialized Ray, or
             a local Ray with this machine's cores, shut down when the last env using it closes).
+        wrappers: callables ``wrapper(env) -> env`` (wrapper classes, SuperSuit's functions), applied in order to
+            each env where it is made, as ``gymnasium.make_vec``'s ``wrappers``; the spaces are the wrapped env's.
 
     A batch-native env (:mod:`shoal.batch`: a registered id such as ``"shoal/Squared-v0"``, a ``BatchEnv``
     subclass, or a ``functools.partial`` of one; ``**env_kwargs`` go to its constructor) is hosted as one object per
@@ -141,9 +178,15 @@ def make(
     if native is not None:
         if observation_mode != "same":
             raise ConfigError("observation_mode applies to lists of Gymnasium envs, not to a batch-native env")
+        if wrappers is not None:
+            raise ConfigError(
+                "wrappers wrap one env each; a batch-native env steps all of its instances in one object: wrap the "
+                "vector env instead (gymnasium.wrappers.vector)"
+            )
         cls, kwargs = native
         return build_batch(cls, {**kwargs, **env_kwargs}, num_envs, **options)
-    return build(env_fns_of(env, num_envs, env_kwargs), "shoal.make", observation_mode=observation_mode, **options)
+    env_fns = wrapped(env_fns_of(env, num_envs, env_kwargs), wrappers)
+    return build(env_fns, "shoal.make", observation_mode=observation_mode, **options)
 
 
 def build_batch(cls: type[BatchEnv], kwargs: dict[str, Any], num_envs: int | None, **options: Any) -> VectorEnv:

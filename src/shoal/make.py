@@ -24,7 +24,7 @@ EnvLike = str | EnvSpec | Callable[[], Env] | Sequence[Callable[[], Env]]
 
 
 def env_fns_of(env: EnvLike, num_envs: int | None, env_kwargs: dict[str, Any]) -> list[Callable[[], Env]]:
-    """One env constructor per env, from a Gymnasium id, one callable, or a list of callables."""
+    """One env constructor per env, from a Gymnasium id or ``EnvSpec``, one callable, or a list of callables."""
     if num_envs is not None and (isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1):
         raise ConfigError(f"num_envs must be a positive integer, got {num_envs!r}")
     if isinstance(env, (str, EnvSpec)):  # (gymnasium.make takes either)
@@ -38,8 +38,8 @@ def env_fns_of(env: EnvLike, num_envs: int | None, env_kwargs: dict[str, Any]) -
                 f"functools.partial(gymnasium.make_vec, {name!r}, M, vectorization_mode='vector_entry_point'), N) "
                 f"makes N of M sub-envs each"
             )
-        return [functools.partial(gymnasium.make, registering(env) if isinstance(env, str) else env, **env_kwargs)
-                ] * num_envs
+        made = registering(env) if isinstance(env, str) else env
+        return [functools.partial(gymnasium.make, made, **env_kwargs)] * num_envs
     if env_kwargs:
         raise ConfigError(f"keyword arguments {sorted(env_kwargs)} are for gymnasium.make; pass a Gymnasium id")
     if callable(env):

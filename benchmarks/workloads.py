@@ -1,5 +1,6 @@
-"""The benchmark workloads besides CartPole and MuJoCo's HalfCheetah (a CPU-heavy image env and a cheap
-Dict-observation env), and the side-by-side comparison that bench_vector.py and bench_sb3.py run over them."""
+"""The benchmark workloads besides CartPole and MuJoCo's HalfCheetah (a CPU-heavy image env, a cheap
+Dict-observation env and a cheap env of list observations), and the side-by-side comparison that bench_vector.py and
+bench_sb3.py run over them."""
 
 from __future__ import annotations
 
@@ -68,6 +69,24 @@ class DictObsEnv(gym.Env):
         return self.obs, 0.1, False, self.t >= 200, {}
 
 
+class ListObsEnv(gym.Env):
+    """A cheap hand-written env whose observations are Python lists of floats, as many users' own envs return them."""
+
+    def __init__(self) -> None:
+        self.observation_space = spaces.Box(-np.inf, np.inf, (4,), np.float32)
+        self.action_space = spaces.Discrete(2)
+        self.t = 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return [0.0, 0.0, 0.0, 0.0], {}
+
+    def step(self, action):
+        self.t += 1
+        return [self.t * 0.01, -0.5, float(action), 1.0], 1.0, False, self.t >= 200, {}
+
+
 def cartpole():
     return gym.make("CartPole-v1")
 
@@ -85,7 +104,7 @@ def halfcheetah():
 
 WORKLOADS = {
     "cartpole": cartpole, "cartpole_stats": cartpole_stats, "burn200us": BurnEnv, "dict": DictObsEnv,
-    "halfcheetah": halfcheetah,
+    "halfcheetah": halfcheetah, "lists": ListObsEnv,
 }
 DEFAULT_WORKLOADS = ["cartpole", "burn200us", "dict"]
 

@@ -21,12 +21,14 @@ import shoal
 from shoal.errors import EnvError
 from shoal.spaces import Layout
 from shoal.vector._rows import RowWriter
+from shoal.vector.outputs import observation_check
 from shoal.vector import gym_engine
 
 FLOAT_OBS = [
     np.array([1.5, -0.0, np.nan, np.inf], np.float32),
     np.array([1 / 3, -1e-40, 0.1, -np.inf]),  # float64 into float32: rounded, a subnormal, as numpy casts them
-    [0.25, 0.5, 0.75, 1.0],  # a list (the slow path)
+    [0.25, 0.5, 0.75, 1.0],  # a list of Python floats
+    [0.5, np.float32(0.1), 1, True],  # a list with a bool (the slow path)
     np.arange(8, dtype=np.float32)[::2],  # not contiguous (the slow path)
     np.arange(4, dtype=np.int64),  # ints (the slow path)
     np.arange(4, dtype=np.float32).astype(">f4"),  # big-endian (the slow path)
@@ -154,11 +156,23 @@ def test_what_it_takes_is_stored_as_numpys_writes_store_it():
         (spaces.Box(-1, 1, (), np.float64), [0.1, np.float64(-0.5)]),
         (spaces.MultiBinary(5), [np.array([1, 0, 1, 1, 0], np.int8)]),
         (spaces.Box(0, 1, (3,), np.bool_), [np.array([True, False, True])]),
+        # lists: Python floats (-0.0, NaN, a subnormal, one rounded), numpy floats, ints rounded through a double
+        (spaces.Box(-np.inf, np.inf, (4,), np.float32), [
+            [0.25, -0.0, float("nan"), float("inf")], [1, 2**60 + 2**36 + 1, -3, 0.1],
+            [np.float32(1 / 3), np.float64(1 / 3), 1e-45, -1e-40], [1, 2, 3, 4]]),
+        (spaces.Box(-np.inf, np.inf, (3,), np.float64), [[0.1, 2**62 + 1, np.float32(0.1)]]),
+        (spaces.Box(-128, 127, (3,), np.int8), [[-128, 127, 0]]),
+        (spaces.Box(0, 9, (2,), np.int32), [[2**31 - 1, -2**31]]),
+        (spaces.Box(0, 9, (2,), np.int64), [[2**63 - 1, -2**63]]),
+        (spaces.MultiDiscrete([3, 4]), [[2, 3]]),
+        (spaces.MultiBinary(3), [[1, 0, 1]]),
     ]:
         layout, fast = _batch(space)
         _, slow = _batch(space)
         put = RowWriter([((), (), fast)], np.zeros(3), np.zeros(3, np.bool_), np.zeros(3, np.bool_)).put
+        full_check = observation_check(layout)
         for value in values:
+            full_check(value)  # (raises if the full checks would refuse it: the writer takes nothing they refuse)
             with warnings.catch_warnings(record=True) as fast_warned:
                 warnings.simplefilter("always")
                 assert put(1, 2, value, 1.0, False, False) == 1, (space, value)
@@ -171,6 +185,35 @@ def test_what_it_takes_is_stored_as_numpys_writes_store_it():
                 (w.category, str(w.message)) for w in slow_warned], (space, value)
             overflowed += bool(slow_warned)
     assert overflowed == 3  # the array with 1e300, 1e300 and -1e39: numpy warned of each, and so did the writer
+
+
+@pytest.mark.parametrize(
+    "space,value",
+    [
+        (spaces.Box(-1, 1, (2,), np.float32), [0.5, 1e300]),  # past float32's range: numpy warns per item
+        (spaces.Box(-1, 1, (2,), np.float32), [0.5, 2**63]),  # an int past int64
+        (spaces.Box(-1, 1, (2,), np.float32), [0.5, True]),  # a bool
+        (spaces.Box(-1, 1, (2,), np.float32), [0.5, "1"]),
+        (spaces.Box(-1, 1, (2,), np.float32), [0.5]),  # too short: numpy would broadcast it
+        (spaces.Box(-1, 1, (2,), np.float16), [0.5, 0.25]),  # a leaf of another dtype
+        (spaces.Box(0, 1, (2,), np.bool_), [True, False]),
+        (spaces.Box(-1, 1, (2, 2), np.float32), [[0.5, 0.5], [0.5, 0.5]]),  # nested
+        (spaces.Box(-1, 1, (), np.float32), [0.5]),  # for a 0-d leaf
+        (spaces.Box(-128, 127, (2,), np.int8), [1, 128]),  # past the leaf's range
+        (spaces.Box(0, 255, (2,), np.uint8), [1, 2]),  # ints for an unsigned leaf: refused, as Gymnasium refuses them
+        (spaces.Box(0, 255, (2,), np.uint64), [1, 2]),
+        (spaces.Box(0, 255, (2,), np.int32), [1, 1.0]),  # a float for an integer leaf
+        (spaces.Box(0, 255, (2,), np.int64), [1, np.int64(2)]),  # numpy's int (a list of them may promote otherwise)
+    ],
+    ids=["past-float32", "int-past-int64", "bool", "str", "short", "float16", "bool-leaf", "nested", "0-d", "int8-128",
+         "uint8", "uint64", "float-for-int", "numpy-int"],
+)
+def test_lists_the_writer_does_not_store_as_numpy_does_go_the_slow_path(space, value):
+    layout, batch = _batch(space)
+    before = batch.copy()
+    put = RowWriter([((), (), batch)], np.zeros(3), np.zeros(3, np.bool_), np.zeros(3, np.bool_)).put
+    assert put(1, 1, value, 1.0, False, False) == 0
+    assert batch.tobytes() == before.tobytes()
 
 
 def test_a_float_past_float32s_range_warns_as_numpy_does_and_names_the_env():
@@ -471,7 +514,7 @@ GOOD = ({"a": np.zeros(2, np.float32)}, {"a": 1.0}, {"a": False}, {"a": False}, 
     "index, value",
     [
         (0, _OwnDict(GOOD[0])),  # a dict subclass may read its items its own way
-        (0, {"a": [0.0, 0.0]}),  # a list
+        (0, {"a": [0.0, True]}),  # a list with a bool
         (0, {"a": np.zeros(3, np.float32)}),
         (0, {"a": np.zeros(2, np.float32), "z": np.zeros(2, np.float32)}),  # an agent not in agents
         (1, {}),  # no reward
@@ -483,7 +526,7 @@ GOOD = ({"a": np.zeros(2, np.float32)}, {"a": 1.0}, {"a": False}, {"a": False}, 
         (4, {"a": 5}),  # an info that is not a dict
         (4, [{}]),
     ],
-    ids=["obs-subclass", "obs-list", "obs-shape", "unknown-agent", "no-reward", "reward-str", "reward-complex",
+    ids=["obs-subclass", "obs-list-bool", "obs-shape", "unknown-agent", "no-reward", "reward-str", "reward-complex",
          "flag-2", "flag-none", "flags-subclass", "info-int", "infos-list"],
 )
 def test_put_agents_leaves_anything_inexact_to_the_slow_path(index, value):

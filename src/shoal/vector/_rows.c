@@ -19,8 +19,11 @@
  * is:
  * - each leaf an exact numpy array of the leaf's dtype and shape, C-contiguous; a float64 array for a float32 leaf
  *   (converted as numpy converts it, with numpy's RuntimeWarning past float32's range); for a 0-d leaf also a numpy
- *   scalar of its dtype, a Python int for an int64 leaf, a Python float for a float32 or float64 leaf; reached
- *   through dicts, OrderedDicts and tuples (not their subclasses) of the space's sizes;
+ *   scalar of its dtype, a Python int for an int64 leaf, a Python float for a float32 or float64 leaf; for a 1-D
+ *   leaf also a list (not a subclass) of its length: of Python floats, numpy float64 and float32 scalars and Python
+ *   ints that fit int64 for a float32 or float64 leaf (none past float32's range), of Python ints in the leaf's
+ *   range for a signed integer leaf (converted as numpy's write of the list converts them); reached through dicts,
+ *   OrderedDicts and tuples (not their subclasses) of the space's sizes;
  * - the reward a Python float, int or bool, or a numpy float64, float32, float16, integer or bool;
  * - each flag a Python or numpy bool, or a Python or numpy int 0 or 1.
  * put_obs(row, obs) -> 0 or 1: the same for an observation alone (a reset's).
@@ -45,6 +48,7 @@
 #include <Python.h>
 #include <float.h>
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 #define NPY_NO_DEPRECATED_API NPY_1_19_API_VERSION
@@ -53,7 +57,7 @@
 
 #define SCALAR_BYTES 16 /* the largest numpy scalar of a fixed-size leaf's kind (long double) */
 
-enum source { COPY, F64_TO_F32, SCALAR };
+enum source { COPY, F64_TO_F32, SCALAR, LIST };
 
 typedef struct {
     PyObject *path;  /* tuple of keys */
@@ -70,6 +74,7 @@ typedef struct {
     /* filled per put: where this leaf's value comes from */
     enum source source;
     const char *src;
+    PyObject *list; /* LIST: the list of Python numbers (borrowed; nothing runs between its check and its write) */
     char scalar[SCALAR_BYTES];
     int overflow; /* the scalar is a Python float past float32's range, now inf */
 } Leaf;
@@ -297,6 +302,117 @@ static int same_shape(Leaf *leaf, PyArrayObject *array) {
     return 1;
 }
 
+/* An item of a list for a float leaf as numpy's write of the list converts it, through a double: a Python float or
+ * numpy float64 as it is, a numpy float32 widened, a Python int that fits int64 rounded to nearest (the full checks
+ * read a list of ints past int64 as objects, so those go the slow path). 1 and *out set, else 0. */
+static int list_double(PyObject *item, double *out) {
+    if (PyFloat_CheckExact(item) || PyArray_IsScalar(item, Double)) {
+        *out = PyFloat_AS_DOUBLE(item);
+        return 1;
+    }
+    if (PyArray_IsScalar(item, Float)) {
+        *out = (double)PyArrayScalar_VAL(item, Float);
+        return 1;
+    }
+    if (PyLong_CheckExact(item)) {
+        int overflow;
+        long long v = PyLong_AsLongLongAndOverflow(item, &overflow);
+        if (overflow || (v == -1 && PyErr_Occurred())) {
+            PyErr_Clear();
+            return 0;
+        }
+        *out = (double)v;
+        return 1;
+    }
+    return 0;
+}
+
+/* An item of a list for a signed integer leaf: a Python int within the leaf's range (what the full checks take;
+ * numpy's write stores it as it is). 1 and *out set, else 0. */
+static int list_integer(Leaf *leaf, PyObject *item, long long *out) {
+    if (!PyLong_CheckExact(item)) {
+        return 0;
+    }
+    int overflow;
+    long long v = PyLong_AsLongLongAndOverflow(item, &overflow);
+    if (overflow || (v == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return 0;
+    }
+    int bits = 8 * (int)PyArray_ITEMSIZE(leaf->view);
+    if (bits < 64 && (v < -(1LL << (bits - 1)) || v > (1LL << (bits - 1)) - 1)) {
+        return 0;
+    }
+    *out = v;
+    return 1;
+}
+
+/* Whether `list` (an exact list) is stored exactly in `leaf`: a 1-D float32, float64 or signed integer leaf of its
+ * length, each item one list_double or list_integer takes, none past float32's range for a float32 leaf (numpy's write
+ * warns once per such item: the slow path reports them). (The full checks refuse Python ints for an unsigned leaf,
+ * as Gymnasium's SyncVectorEnv does: int64 does not cast to it as the same kind.) 1 and leaf->source set to LIST, else
+ * 0. */
+static int list_fits(Leaf *leaf, PyObject *list) {
+    int type = leaf->descr->type_num;
+    int floats = type == NPY_FLOAT || type == NPY_DOUBLE;
+    int integers = leaf->descr->kind == 'i' && PyArray_ISNBO(leaf->descr->byteorder);
+    if (leaf->nd != 1 || PyList_GET_SIZE(list) != leaf->dims[0] || !(floats || integers)) {
+        return 0;
+    }
+    for (Py_ssize_t k = 0; k < PyList_GET_SIZE(list); k++) {
+        PyObject *item = PyList_GET_ITEM(list, k);
+        if (floats) {
+            double d;
+            if (!list_double(item, &d) || (type == NPY_FLOAT && isinf((float)d) && !isinf(d))) {
+                return 0;
+            }
+        } else {
+            long long v;
+            if (!list_integer(leaf, item, &v)) {
+                return 0;
+            }
+        }
+    }
+    leaf->source = LIST;
+    leaf->list = list;
+    return 1;
+}
+
+/* Write the items list_fits took into `dst`. */
+static void write_list(Leaf *leaf, char *dst) {
+    int type = leaf->descr->type_num;
+    npy_intp size = PyArray_ITEMSIZE(leaf->view);
+    for (Py_ssize_t k = 0; k < PyList_GET_SIZE(leaf->list); k++) {
+        PyObject *item = PyList_GET_ITEM(leaf->list, k);
+        char *at = dst + k * size;
+        if (type == NPY_FLOAT || type == NPY_DOUBLE) {
+            double d = 0.0;
+            list_double(item, &d);
+            if (type == NPY_FLOAT) {
+                float f = (float)d;
+                memcpy(at, &f, sizeof f);
+            } else {
+                memcpy(at, &d, sizeof d);
+            }
+            continue;
+        }
+        long long v = 0;
+        list_integer(leaf, item, &v);
+        if (size == 1) {
+            int8_t x = (int8_t)v;
+            memcpy(at, &x, 1);
+        } else if (size == 2) {
+            int16_t x = (int16_t)v;
+            memcpy(at, &x, 2);
+        } else if (size == 4) {
+            int32_t x = (int32_t)v;
+            memcpy(at, &x, 4);
+        } else {
+            memcpy(at, &v, 8);
+        }
+    }
+}
+
 /* Where `value` comes from for `leaf`, if it is stored exactly: 1 and leaf->source set, else 0. */
 static int classify(Leaf *leaf, PyObject *value) {
     int type = leaf->descr->type_num;
@@ -317,6 +433,9 @@ static int classify(Leaf *leaf, PyObject *value) {
         }
         leaf->src = PyArray_BYTES(array);
         return 1;
+    }
+    if (PyList_CheckExact(value)) {
+        return list_fits(leaf, value);
     }
     if (leaf->nd != 0) {
         return 0;
@@ -481,6 +600,8 @@ static int write_obs(RowWriter *self, Py_ssize_t row) {
         } else if (leaf->source == SCALAR) {
             memcpy(dst, leaf->scalar, leaf->nbytes);
             overflow |= leaf->overflow;
+        } else if (leaf->source == LIST) {
+            write_list(leaf, dst);
         } else { /* F64_TO_F32 */
             const double *src = (const double *)leaf->src;
             npy_intp items = leaf->nbytes / (npy_intp)sizeof(float);

@@ -302,6 +302,20 @@ static int same_shape(Leaf *leaf, PyArrayObject *array) {
     return 1;
 }
 
+/* An exact Python int that fits int64: 1 and *out set, else 0 (no error set). */
+static int exact_int64(PyObject *value, long long *out) {
+    if (!PyLong_CheckExact(value)) {
+        return 0;
+    }
+    int overflow;
+    *out = PyLong_AsLongLongAndOverflow(value, &overflow);
+    if (overflow || (*out == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return 0;
+    }
+    return 1;
+}
+
 /* An item of a list for a float leaf as numpy's write of the list converts it, through a double: a Python float or
  * numpy float64 as it is, a numpy float32 widened, a Python int that fits int64 rounded to nearest (the full checks
  * read a list of ints past int64 as objects, so those go the slow path). 1 and *out set, else 0. */
@@ -314,13 +328,8 @@ static int list_double(PyObject *item, double *out) {
         *out = (double)PyArrayScalar_VAL(item, Float);
         return 1;
     }
-    if (PyLong_CheckExact(item)) {
-        int overflow;
-        long long v = PyLong_AsLongLongAndOverflow(item, &overflow);
-        if (overflow || (v == -1 && PyErr_Occurred())) {
-            PyErr_Clear();
-            return 0;
-        }
+    long long v;
+    if (exact_int64(item, &v)) {
         *out = (double)v;
         return 1;
     }
@@ -330,13 +339,8 @@ static int list_double(PyObject *item, double *out) {
 /* An item of a list for a signed integer leaf: a Python int within the leaf's range (what the full checks take;
  * numpy's write stores it as it is). 1 and *out set, else 0. */
 static int list_integer(Leaf *leaf, PyObject *item, long long *out) {
-    if (!PyLong_CheckExact(item)) {
-        return 0;
-    }
-    int overflow;
-    long long v = PyLong_AsLongLongAndOverflow(item, &overflow);
-    if (overflow || (v == -1 && PyErr_Occurred())) {
-        PyErr_Clear();
+    long long v;
+    if (!exact_int64(item, &v)) {
         return 0;
     }
     int bits = 8 * (int)PyArray_ITEMSIZE(leaf->view);
@@ -442,13 +446,8 @@ static int classify(Leaf *leaf, PyObject *value) {
     }
     leaf->source = SCALAR;
     if (PyLong_CheckExact(value)) {
-        if (type != NPY_INT64) {
-            return 0;
-        }
-        int overflow;
-        long long item = PyLong_AsLongLongAndOverflow(value, &overflow);
-        if (overflow || (item == -1 && PyErr_Occurred())) {
-            PyErr_Clear();
+        long long item;
+        if (type != NPY_INT64 || !exact_int64(value, &item)) {
             return 0;
         }
         npy_int64 stored = (npy_int64)item;

@@ -161,6 +161,7 @@ def test_what_it_takes_is_stored_as_numpys_writes_store_it():
             [0.25, -0.0, float("nan"), float("inf")], [1, 2**60 + 2**36 + 1, -3, 0.1],
             [np.float32(1 / 3), np.float64(1 / 3), 1e-45, -1e-40], [1, 2, 3, 4]]),
         (spaces.Box(-np.inf, np.inf, (3,), np.float64), [[0.1, 2**62 + 1, np.float32(0.1)]]),
+        (spaces.Box(-1, 1, (0,), np.float32), [[]]),
         (spaces.Box(-128, 127, (3,), np.int8), [[-128, 127, 0]]),
         (spaces.Box(0, 9, (2,), np.int32), [[2**31 - 1, -2**31]]),
         (spaces.Box(0, 9, (2,), np.int64), [[2**63 - 1, -2**63]]),
@@ -204,9 +205,10 @@ def test_what_it_takes_is_stored_as_numpys_writes_store_it():
         (spaces.Box(0, 255, (2,), np.uint64), [1, 2]),
         (spaces.Box(0, 255, (2,), np.int32), [1, 1.0]),  # a float for an integer leaf
         (spaces.Box(0, 255, (2,), np.int64), [1, np.int64(2)]),  # numpy's int (a list of them may promote otherwise)
+        (spaces.Box(0, 255, (0,), np.int64), []),  # empty: float64 to numpy
     ],
     ids=["past-float32", "int-past-int64", "bool", "str", "short", "float16", "bool-leaf", "nested", "0-d", "int8-128",
-         "uint8", "uint64", "float-for-int", "numpy-int"],
+         "uint8", "uint64", "float-for-int", "numpy-int", "empty-for-int"],
 )
 def test_lists_the_writer_does_not_store_as_numpy_does_go_the_slow_path(space, value):
     layout, batch = _batch(space)

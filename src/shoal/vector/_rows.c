@@ -359,7 +359,8 @@ static int list_integer(Leaf *leaf, PyObject *item, long long *out) {
 static int list_fits(Leaf *leaf, PyObject *list) {
     int type = leaf->descr->type_num;
     int floats = type == NPY_FLOAT || type == NPY_DOUBLE;
-    int integers = leaf->descr->kind == 'i' && PyArray_ISNBO(leaf->descr->byteorder);
+    /* (an empty list is float64 to numpy, which the full checks refuse for an integer leaf) */
+    int integers = leaf->descr->kind == 'i' && PyArray_ISNBO(leaf->descr->byteorder) && PyList_GET_SIZE(list) > 0;
     if (leaf->nd != 1 || PyList_GET_SIZE(list) != leaf->dims[0] || !(floats || integers)) {
         return 0;
     }

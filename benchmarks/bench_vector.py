@@ -1,7 +1,8 @@
 """shoal's backends against Gymnasium's (and PufferLib's, when installed) vector envs, in one run.
 
     python benchmarks/bench_vector.py [--seconds 1] [--rounds 3] [--envs 8 16 64]
-                                      [--workloads cartpole cartpole_stats burn200us dict halfcheetah lists]
+                                      [--workloads cartpole cartpole_stats burn200us dict halfcheetah lists
+                                                   widened]
                                       [--autoreset-mode next_step|same_step|disabled] [--shoal-workers N ...]
                                       [--sequences L]
 

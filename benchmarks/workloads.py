@@ -1,6 +1,6 @@
 """The benchmark workloads besides CartPole and MuJoCo's HalfCheetah (a CPU-heavy image env, a cheap
-Dict-observation env and a cheap env of list observations), and the side-by-side comparison that bench_vector.py and
-bench_sb3.py run over them."""
+Dict-observation env, cheap envs of list observations and of int32 arrays for an int64 space), and the side-by-side
+comparison that bench_vector.py and bench_sb3.py run over them."""
 
 from __future__ import annotations
 
@@ -87,6 +87,22 @@ class ListObsEnv(gym.Env):
         return [self.t * 0.01, -0.5, float(action), 1.0], 1.0, False, self.t >= 200, {}
 
 
+class WidenedObsEnv(ListObsEnv):
+    """:class:`ListObsEnv` with int32 arrays for an int64 Box: a dtype numpy casts to the space's safely."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.observation_space = spaces.Box(-100, 100, (4,), np.int64)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(4, np.int32), {}
+
+    def step(self, action):
+        self.t += 1
+        return np.array([self.t % 100, -5, int(action), 1], np.int32), 1.0, False, self.t >= 200, {}
+
+
 def cartpole():
     return gym.make("CartPole-v1")
 
@@ -104,7 +120,7 @@ def halfcheetah():
 
 WORKLOADS = {
     "cartpole": cartpole, "cartpole_stats": cartpole_stats, "burn200us": BurnEnv, "dict": DictObsEnv,
-    "halfcheetah": halfcheetah, "lists": ListObsEnv,
+    "halfcheetah": halfcheetah, "lists": ListObsEnv, "widened": WidenedObsEnv,
 }
 DEFAULT_WORKLOADS = ["cartpole", "burn200us", "dict"]
 

@@ -167,6 +167,21 @@ def test_what_it_takes_is_stored_as_numpys_writes_store_it():
         (spaces.Box(0, 9, (2,), np.int64), [[2**63 - 1, -2**63]]),
         (spaces.MultiDiscrete([3, 4]), [[2, 3]]),
         (spaces.MultiBinary(3), [[1, 0, 1]]),
+        # arrays numpy casts to the leaf's dtype safely: widened item by item as that cast converts them
+        (spaces.Box(-9, 9, (3,), np.int64), [
+            np.array([-2**31, 2**31 - 1, 5], np.int32), np.array([-128, 127, 0], np.int8),
+            np.array([0, 255, 7], np.uint8), np.array([0, 2**32 - 1, 1], np.uint32), np.array([True, False, True])]),
+        (spaces.Box(-np.inf, np.inf, (3,), np.float64), [
+            np.array([np.nan, -0.0, 1e-45], np.float32), np.array([np.inf, 1 / 3, -2.5], np.float32),
+            np.array([2**53 + 1, -2**63, 7], np.int64), np.array([2**64 - 1, 0, 3], np.uint64),
+            np.array([-2**31, 1, 2], np.int32), np.array([True, False, True])]),
+        (spaces.Box(-9, 9, (3,), np.float32), [
+            np.array([-2**15, 2**15 - 1, 3], np.int16), np.array([0, 255, 9], np.uint8),
+            np.array([False, True, True])]),
+        (spaces.Box(0, 9, (2,), np.uint32), [np.array([255, 0], np.uint8), np.array([2**16 - 1, 1], np.uint16)]),
+        (spaces.Box(-9, 9, (2,), np.int16), [np.array([-128, 127], np.int8), np.array([255, 0], np.uint8)]),
+        (spaces.Discrete(7), [np.array(5, np.int32), np.array(6, np.uint8)]),
+        (spaces.MultiDiscrete([3, 4]), [np.array([2, 3], np.int32)]),
     ]:
         layout, fast = _batch(space)
         _, slow = _batch(space)
@@ -206,11 +221,22 @@ def test_what_it_takes_is_stored_as_numpys_writes_store_it():
         (spaces.Box(0, 255, (2,), np.int32), [1, 1.0]),  # a float for an integer leaf
         (spaces.Box(0, 255, (2,), np.int64), [1, np.int64(2)]),  # numpy's int (a list of them may promote otherwise)
         (spaces.Box(0, 255, (0,), np.int64), []),  # empty: float64 to numpy
+        # arrays numpy does not cast safely (the full checks decide), or that the writer leaves to numpy
+        (spaces.Box(0, 255, (2,), np.int32), np.array([1, 2], np.int64)),  # narrower: range-checked there
+        (spaces.Box(0, 255, (2,), np.int64), np.array([1, 2], np.uint64)),
+        (spaces.Box(0, 255, (2,), np.uint8), np.array([1, 2], np.int8)),  # signed into unsigned
+        (spaces.Box(0, 255, (2,), np.int64), np.array([1.0, 2.0])),  # floats for an integer leaf
+        (spaces.Box(0, 255, (2,), np.float32), np.array([1, 2], np.int32)),  # not every int32 is a float32
+        (spaces.Box(0, 255, (2,), np.float32), np.array([1, 2], np.float16)),
+        (spaces.Box(0, 255, (2,), np.int64), np.array([1, 2], ">i4")),  # big-endian
+        (spaces.Box(0, 255, (2,), np.int64), np.arange(4, dtype=np.int32)[::2]),  # not contiguous
+        (spaces.Box(0, 255, (2,), np.int64), np.array([1, 2, 3], np.int32)),  # another shape
     ],
     ids=["past-float32", "int-past-int64", "bool", "str", "short", "float16", "bool-leaf", "nested", "0-d", "int8-128",
-         "uint8", "uint64", "float-for-int", "numpy-int", "empty-for-int"],
+         "uint8", "uint64", "float-for-int", "numpy-int", "empty-for-int", "int64-for-int32", "uint64-for-int64",
+         "int8-for-uint8", "float64-for-int64", "int32-for-float32", "float16", "big-endian", "strided", "shape"],
 )
-def test_lists_the_writer_does_not_store_as_numpy_does_go_the_slow_path(space, value):
+def test_values_the_writer_does_not_store_as_numpy_does_go_the_slow_path(space, value):
     layout, batch = _batch(space)
     before = batch.copy()
     put = RowWriter([((), (), batch)], np.zeros(3), np.zeros(3, np.bool_), np.zeros(3, np.bool_)).put

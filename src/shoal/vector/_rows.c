@@ -22,8 +22,10 @@
  *   scalar of its dtype, a Python int for an int64 leaf, a Python float for a float32 or float64 leaf; for a 1-D
  *   leaf also a list (not a subclass) of its length: of Python floats, numpy float64 and float32 scalars and Python
  *   ints that fit int64 for a float32 or float64 leaf (none past float32's range), of Python ints in the leaf's
- *   range for a signed integer leaf (converted as numpy's write of the list converts them); reached through dicts,
- *   OrderedDicts and tuples (not their subclasses) of the space's sizes;
+ *   range for a signed integer leaf (converted as numpy's write of the list converts them); an array of another
+ *   dtype that numpy casts to the leaf's safely (bools, integers and float32 into a wider integer or float leaf:
+ *   int32 for an int64 space, float32 for a float64 one), C-contiguous, converted as that cast converts it;
+ *   reached through dicts, OrderedDicts and tuples (not their subclasses) of the space's sizes;
  * - the reward a Python float, int or bool, or a numpy float64, float32, float16, integer or bool;
  * - each flag a Python or numpy bool, or a Python or numpy int 0 or 1.
  * put_obs(row, obs) -> 0 or 1: the same for an observation alone (a reset's).
@@ -57,7 +59,7 @@
 
 #define SCALAR_BYTES 16 /* the largest numpy scalar of a fixed-size leaf's kind (long double) */
 
-enum source { COPY, F64_TO_F32, SCALAR, LIST };
+enum source { COPY, F64_TO_F32, SCALAR, LIST, WIDEN };
 
 typedef struct {
     PyObject *path;  /* tuple of keys */
@@ -75,6 +77,8 @@ typedef struct {
     enum source source;
     const char *src;
     PyObject *list; /* LIST: the list of Python numbers (borrowed; nothing runs between its check and its write) */
+    char from_kind; /* WIDEN: the source array's kind ('b', 'i', 'u' or 'f') and item size */
+    npy_intp from_size;
     char scalar[SCALAR_BYTES];
     int overflow; /* the scalar is a Python float past float32's range, now inf */
 } Leaf;
@@ -383,6 +387,22 @@ static int list_fits(Leaf *leaf, PyObject *list) {
     return 1;
 }
 
+/* Store integer `v` (in the destination's range: the cast is safe) in `size` bytes at `at`. */
+static void store_integer(char *at, npy_intp size, unsigned long long v) {
+    if (size == 1) {
+        uint8_t x = (uint8_t)v;
+        memcpy(at, &x, 1);
+    } else if (size == 2) {
+        uint16_t x = (uint16_t)v;
+        memcpy(at, &x, 2);
+    } else if (size == 4) {
+        uint32_t x = (uint32_t)v;
+        memcpy(at, &x, 4);
+    } else {
+        memcpy(at, &v, 8);
+    }
+}
+
 /* Write the items list_fits took into `dst`. */
 static void write_list(Leaf *leaf, char *dst) {
     int type = leaf->descr->type_num;
@@ -403,17 +423,101 @@ static void write_list(Leaf *leaf, char *dst) {
         }
         long long v = 0;
         list_integer(leaf, item, &v);
-        if (size == 1) {
-            int8_t x = (int8_t)v;
-            memcpy(at, &x, 1);
-        } else if (size == 2) {
-            int16_t x = (int16_t)v;
-            memcpy(at, &x, 2);
-        } else if (size == 4) {
-            int32_t x = (int32_t)v;
-            memcpy(at, &x, 4);
-        } else {
-            memcpy(at, &v, 8);
+        store_integer(at, size, (unsigned long long)v);
+    }
+}
+
+/* Whether an array of `from` (native byte order) widens into `leaf` as numpy casts it safely: bools, integers and
+ * float32 into a wider integer or float32/float64 leaf that holds every value (int32 for an int64 space, float32 for a
+ * float64 one, uint8 for an int64 one). numpy's cast of each item is C's conversion, which write_widened makes. */
+static int widens(Leaf *leaf, PyArray_Descr *from) {
+    int to_kind = leaf->descr->kind, to_type = leaf->descr->type_num;
+    int from_ok = from->kind == 'b' || from->kind == 'i' || from->kind == 'u' || from->type_num == NPY_FLOAT;
+    int to_ok = to_kind == 'i' || to_kind == 'u' || to_type == NPY_FLOAT || to_type == NPY_DOUBLE;
+    return from_ok && to_ok && PyArray_ISNBO(from->byteorder) && PyArray_ISNBO(leaf->descr->byteorder) &&
+           PyArray_CanCastSafely(from->type_num, to_type);
+}
+
+/* Item `k` of `src` (a widened array's bytes) as a signed or unsigned integer, by its kind and size. */
+static long long widened_signed(const char *src, npy_intp size, npy_intp k) {
+    const char *at = src + k * size;
+    if (size == 1) {
+        int8_t x;
+        memcpy(&x, at, 1);
+        return x;
+    }
+    if (size == 2) {
+        int16_t x;
+        memcpy(&x, at, 2);
+        return x;
+    }
+    if (size == 4) {
+        int32_t x;
+        memcpy(&x, at, 4);
+        return x;
+    }
+    int64_t x;
+    memcpy(&x, at, 8);
+    return x;
+}
+
+static unsigned long long widened_unsigned(const char *src, npy_intp size, npy_intp k) {
+    const char *at = src + k * size;
+    if (size == 1) {
+        uint8_t x;
+        memcpy(&x, at, 1);
+        return x;
+    }
+    if (size == 2) {
+        uint16_t x;
+        memcpy(&x, at, 2);
+        return x;
+    }
+    if (size == 4) {
+        uint32_t x;
+        memcpy(&x, at, 4);
+        return x;
+    }
+    uint64_t x;
+    memcpy(&x, at, 8);
+    return x;
+}
+
+/* Write the array widens() took into `dst`, each item converted as numpy's safe cast converts it. */
+static void write_widened(Leaf *leaf, char *dst) {
+    npy_intp to_size = PyArray_ITEMSIZE(leaf->view), from_size = leaf->from_size;
+    int to_type = leaf->descr->type_num;
+    char from_kind = leaf->from_kind;
+    npy_intp items = leaf->nbytes / to_size;
+    for (npy_intp k = 0; k < items; k++) {
+        char *at = dst + k * to_size;
+        if (from_kind == 'f') { /* float32: into float64 only */
+            float x;
+            memcpy(&x, leaf->src + k * sizeof x, sizeof x);
+            double d = x;
+            memcpy(at, &d, sizeof d);
+        } else if (from_kind == 'i') {
+            long long v = widened_signed(leaf->src, from_size, k);
+            if (to_type == NPY_DOUBLE) {
+                double d = (double)v;
+                memcpy(at, &d, sizeof d);
+            } else if (to_type == NPY_FLOAT) {
+                float f = (float)v;
+                memcpy(at, &f, sizeof f);
+            } else {
+                store_integer(at, to_size, (unsigned long long)v);
+            }
+        } else { /* 'u' or 'b' */
+            unsigned long long v = widened_unsigned(leaf->src, from_size, k);
+            if (to_type == NPY_DOUBLE) {
+                double d = (double)v;
+                memcpy(at, &d, sizeof d);
+            } else if (to_type == NPY_FLOAT) {
+                float f = (float)v;
+                memcpy(at, &f, sizeof f);
+            } else {
+                store_integer(at, to_size, v);
+            }
         }
     }
 }
@@ -433,6 +537,10 @@ static int classify(Leaf *leaf, PyObject *value) {
         } else if (type == NPY_FLOAT && descr->type_num == NPY_DOUBLE && PyArray_ISNOTSWAPPED(array) &&
                    PyArray_ISALIGNED(array)) {
             leaf->source = F64_TO_F32;
+        } else if (widens(leaf, descr)) {
+            leaf->source = WIDEN;
+            leaf->from_kind = descr->kind;
+            leaf->from_size = PyArray_ITEMSIZE(array);
         } else {
             return 0;
         }
@@ -602,6 +710,8 @@ static int write_obs(RowWriter *self, Py_ssize_t row) {
             overflow |= leaf->overflow;
         } else if (leaf->source == LIST) {
             write_list(leaf, dst);
+        } else if (leaf->source == WIDEN) {
+            write_widened(leaf, dst);
         } else { /* F64_TO_F32 */
             const double *src = (const double *)leaf->src;
             npy_intp items = leaf->nbytes / (npy_intp)sizeof(float);

@@ -438,45 +438,22 @@ static int widens(Leaf *leaf, PyArray_Descr *from) {
            PyArray_CanCastSafely(from->type_num, to_type);
 }
 
-/* Item `k` of `src` (a widened array's bytes) as a signed or unsigned integer, by its kind and size. */
-static long long widened_signed(const char *src, npy_intp size, npy_intp k) {
-    const char *at = src + k * size;
-    if (size == 1) {
-        int8_t x;
-        memcpy(&x, at, 1);
-        return x;
-    }
-    if (size == 2) {
-        int16_t x;
-        memcpy(&x, at, 2);
-        return x;
-    }
-    if (size == 4) {
-        int32_t x;
-        memcpy(&x, at, 4);
-        return x;
-    }
-    int64_t x;
-    memcpy(&x, at, 8);
-    return x;
-}
-
-static unsigned long long widened_unsigned(const char *src, npy_intp size, npy_intp k) {
-    const char *at = src + k * size;
+/* An integer item of `size` bytes at `at`, sign-extended to 64 bits where `is_signed`. */
+static unsigned long long integer_item(const char *at, npy_intp size, int is_signed) {
     if (size == 1) {
         uint8_t x;
         memcpy(&x, at, 1);
-        return x;
+        return is_signed ? (unsigned long long)(long long)(int8_t)x : x;
     }
     if (size == 2) {
         uint16_t x;
         memcpy(&x, at, 2);
-        return x;
+        return is_signed ? (unsigned long long)(long long)(int16_t)x : x;
     }
     if (size == 4) {
         uint32_t x;
         memcpy(&x, at, 4);
-        return x;
+        return is_signed ? (unsigned long long)(long long)(int32_t)x : x;
     }
     uint64_t x;
     memcpy(&x, at, 8);
@@ -486,38 +463,26 @@ static unsigned long long widened_unsigned(const char *src, npy_intp size, npy_i
 /* Write the array widens() took into `dst`, each item converted as numpy's safe cast converts it. */
 static void write_widened(Leaf *leaf, char *dst) {
     npy_intp to_size = PyArray_ITEMSIZE(leaf->view), from_size = leaf->from_size;
-    int to_type = leaf->descr->type_num;
-    char from_kind = leaf->from_kind;
+    int to_type = leaf->descr->type_num, is_signed = leaf->from_kind == 'i';
     npy_intp items = leaf->nbytes / to_size;
     for (npy_intp k = 0; k < items; k++) {
         char *at = dst + k * to_size;
-        if (from_kind == 'f') { /* float32: into float64 only */
+        if (leaf->from_kind == 'f') { /* float32: into float64 only */
             float x;
             memcpy(&x, leaf->src + k * sizeof x, sizeof x);
             double d = x;
             memcpy(at, &d, sizeof d);
-        } else if (from_kind == 'i') {
-            long long v = widened_signed(leaf->src, from_size, k);
-            if (to_type == NPY_DOUBLE) {
-                double d = (double)v;
-                memcpy(at, &d, sizeof d);
-            } else if (to_type == NPY_FLOAT) {
-                float f = (float)v;
-                memcpy(at, &f, sizeof f);
-            } else {
-                store_integer(at, to_size, (unsigned long long)v);
-            }
-        } else { /* 'u' or 'b' */
-            unsigned long long v = widened_unsigned(leaf->src, from_size, k);
-            if (to_type == NPY_DOUBLE) {
-                double d = (double)v;
-                memcpy(at, &d, sizeof d);
-            } else if (to_type == NPY_FLOAT) {
-                float f = (float)v;
-                memcpy(at, &f, sizeof f);
-            } else {
-                store_integer(at, to_size, v);
-            }
+            continue;
+        }
+        unsigned long long v = integer_item(leaf->src + k * from_size, from_size, is_signed); /* ('b': 0 or 1) */
+        if (to_type == NPY_DOUBLE) {
+            double d = is_signed ? (double)(long long)v : (double)v;
+            memcpy(at, &d, sizeof d);
+        } else if (to_type == NPY_FLOAT) {
+            float f = is_signed ? (float)(long long)v : (float)v;
+            memcpy(at, &f, sizeof f);
+        } else {
+            store_integer(at, to_size, v);
         }
     }
 }

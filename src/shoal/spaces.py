@@ -358,8 +358,14 @@ class Layout:
         """The space of :meth:`flat`'s batches of ``n``: a Box over ``flat_dtype``'s whole range (a flat row holds
         leaves of different bounds, or their bytes as ``uint8``)."""
         dtype = self.flat_dtype
-        low, high = (np.iinfo(dtype).min, np.iinfo(dtype).max) if dtype.kind in "iu" else (
-            (0, 1) if dtype.kind == "b" else (-np.inf, np.inf))
+        low: float
+        high: float
+        if dtype.kind in "iu":
+            low, high = np.iinfo(dtype).min, np.iinfo(dtype).max
+        elif dtype.kind == "b":
+            low, high = 0, 1
+        else:
+            low, high = -np.inf, np.inf
         return spaces.Box(low, high, (n, self.flat_size), dtype)
 
     def unflatten(self, flat: np.ndarray) -> Any:

@@ -103,6 +103,23 @@ class WidenedObsEnv(ListObsEnv):
         return np.array([self.t % 100, -5, int(action), 1], np.int32), 1.0, False, self.t >= 200, {}
 
 
+class CastObsEnv(ListObsEnv):
+    """:class:`ListObsEnv` with int64 arrays (numpy's default for ints) for a float32 Box, Gymnasium's default dtype:
+    a dtype numpy casts to the space's as the same kind, rounding where it must, as Gymnasium's vector envs store it.
+    ``Box.contains`` refuses it (it asks for a safe cast): Gymnasium's env checker warns, PufferLib's emulation
+    raises, so its configurations are left out."""
+
+    outside_contains = True
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(4, np.int64), {}
+
+    def step(self, action):
+        self.t += 1
+        return np.array([self.t % 100, -5, int(action), 1]), 1.0, False, self.t >= 200, {}
+
+
 def cartpole():
     return gym.make("CartPole-v1")
 
@@ -121,6 +138,7 @@ def halfcheetah():
 WORKLOADS = {
     "cartpole": cartpole, "cartpole_stats": cartpole_stats, "burn200us": BurnEnv, "dict": DictObsEnv,
     "halfcheetah": halfcheetah, "lists": ListObsEnv, "widened": WidenedObsEnv,
+    "cast": CastObsEnv,
 }
 DEFAULT_WORKLOADS = ["cartpole", "burn200us", "dict"]
 

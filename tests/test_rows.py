@@ -30,7 +30,7 @@ FLOAT_OBS = [
     [0.25, 0.5, 0.75, 1.0],  # a list of Python floats
     [0.5, np.float32(0.1), 1, True],  # a list with a bool (the slow path)
     np.arange(8, dtype=np.float32)[::2],  # not contiguous (the slow path)
-    np.arange(4, dtype=np.int64),  # ints (the slow path)
+    np.array([1, 2**60 + 2**36 + 1, -3, 2**24 + 1]),  # int64: rounded into float32 as numpy casts them
     np.arange(4, dtype=np.float32).astype(">f4"),  # big-endian (the slow path)
 ]
 REWARDS = [1.5, -2, True, np.float64(0.125), np.float32(0.3), np.int64(7), np.bool_(True), 10**20, np.float16(0.5)]
@@ -182,6 +182,22 @@ def test_what_it_takes_is_stored_as_numpys_writes_store_it():
         (spaces.Box(-9, 9, (2,), np.int16), [np.array([-128, 127], np.int8), np.array([255, 0], np.uint8)]),
         (spaces.Discrete(7), [np.array(5, np.int32), np.array(6, np.uint8)]),
         (spaces.MultiDiscrete([3, 4]), [np.array([2, 3], np.int32)]),
+        # arrays numpy casts as the same kind: ints rounded into float32 (directly, not through a double), narrower
+        # ints within the leaf's range (the full checks refuse the others), bools of any nonzero byte as 1
+        (spaces.Box(-9, 9, (4,), np.float32), [
+            np.array([2**60 + 2**36 + 1, -2**63, 2**24 + 1, 7]),
+            np.array([2**64 - 1, 2**63 + 2**39 + 1, 0, 5], np.uint64),
+            np.array([2**31 - 1, -2**31, 2**24 + 3, -(2**25 + 3)], np.int32),
+            np.array([2**32 - 1, 0, 1, 9], np.uint32)]),
+        (spaces.Box(-9, 9, (3,), np.int32), [
+            np.array([-2**31, 2**31 - 1, 0]), np.array([0, 2**31 - 1, 7], np.uint64),
+            np.array([0, 2**31 - 1, 3], np.uint32)]),
+        (spaces.Box(-9, 9, (3,), np.int8), [np.array([-128, 127, 0], np.int64), np.array([127, 0, 1], np.uint16)]),
+        (spaces.Box(0, 9, (3,), np.uint8), [np.array([255, 0, 1], np.uint64), np.array([255, 0, 1], np.uint16)]),
+        (spaces.Box(0, 9, (2,), np.uint32), [np.array([2**32 - 1, 0], np.uint64)]),
+        (spaces.Box(0, 9, (2,), np.int64), [np.array([2**63 - 1, 0], np.uint64)]),
+        (spaces.Box(-9, 9, (3,), np.int64), [np.array([2, 255, 0], np.uint8).view(np.bool_)]),
+        (spaces.Box(-9, 9, (3,), np.float32), [np.array([2, 255, 0], np.uint8).view(np.bool_)]),
     ]:
         layout, fast = _batch(space)
         _, slow = _batch(space)
@@ -222,19 +238,22 @@ def test_what_it_takes_is_stored_as_numpys_writes_store_it():
         (spaces.Box(0, 255, (2,), np.int64), [1, np.int64(2)]),  # numpy's int (a list of them may promote otherwise)
         (spaces.Box(0, 255, (0,), np.int64), []),  # empty: float64 to numpy
         # arrays numpy does not cast safely (the full checks decide), or that the writer leaves to numpy
-        (spaces.Box(0, 255, (2,), np.int32), np.array([1, 2], np.int64)),  # narrower: range-checked there
-        (spaces.Box(0, 255, (2,), np.int64), np.array([1, 2], np.uint64)),
+        (spaces.Box(0, 255, (2,), np.int32), np.array([1, 2**31])),  # narrower, past the leaf's range: refused there
+        (spaces.Box(0, 255, (2,), np.int32), np.array([-2**31 - 1, 2])),
+        (spaces.Box(0, 255, (2,), np.int64), np.array([1, 2**63], np.uint64)),
+        (spaces.Box(0, 255, (2,), np.uint8), np.array([1, 256], np.uint16)),
         (spaces.Box(0, 255, (2,), np.uint8), np.array([1, 2], np.int8)),  # signed into unsigned
         (spaces.Box(0, 255, (2,), np.int64), np.array([1.0, 2.0])),  # floats for an integer leaf
-        (spaces.Box(0, 255, (2,), np.float32), np.array([1, 2], np.int32)),  # not every int32 is a float32
+        (spaces.Box(0, 255, (2,), np.float16), np.array([1, 2], np.int32)),  # a float16 leaf
         (spaces.Box(0, 255, (2,), np.float32), np.array([1, 2], np.float16)),
         (spaces.Box(0, 255, (2,), np.int64), np.array([1, 2], ">i4")),  # big-endian
         (spaces.Box(0, 255, (2,), np.int64), np.arange(4, dtype=np.int32)[::2]),  # not contiguous
         (spaces.Box(0, 255, (2,), np.int64), np.array([1, 2, 3], np.int32)),  # another shape
     ],
     ids=["past-float32", "int-past-int64", "bool", "str", "short", "float16", "bool-leaf", "nested", "0-d", "int8-128",
-         "uint8", "uint64", "float-for-int", "numpy-int", "empty-for-int", "int64-for-int32", "uint64-for-int64",
-         "int8-for-uint8", "float64-for-int64", "int32-for-float32", "float16", "big-endian", "strided", "shape"],
+         "uint8", "uint64", "float-for-int", "numpy-int", "empty-for-int", "int64-past-int32", "int64-below-int32",
+         "uint64-past-int64", "uint16-past-uint8", "int8-for-uint8", "float64-for-int64", "int32-for-float16",
+         "float16", "big-endian", "strided", "shape"],
 )
 def test_values_the_writer_does_not_store_as_numpy_does_go_the_slow_path(space, value):
     layout, batch = _batch(space)

@@ -23,8 +23,10 @@
  *   leaf also a list (not a subclass) of its length: of Python floats, numpy float64 and float32 scalars and Python
  *   ints that fit int64 for a float32 or float64 leaf (none past float32's range), of Python ints in the leaf's
  *   range for a signed integer leaf (converted as numpy's write of the list converts them); an array of another
- *   dtype that numpy casts to the leaf's safely (bools, integers and float32 into a wider integer or float leaf:
- *   int32 for an int64 space, float32 for a float64 one), C-contiguous, converted as that cast converts it;
+ *   dtype that numpy casts to the leaf's as the same kind (bools, integers and float32 into an integer, float32 or
+ *   float64 leaf, never signed into unsigned: int32 for an int64 space, int64 for a float32 or an int32 one, float32
+ *   for a float64 one), each integer within an integer leaf's range, C-contiguous, converted as that cast converts
+ *   it;
  *   reached through dicts, OrderedDicts and tuples (not their subclasses) of the space's sizes;
  * - the reward a Python float, int or bool, or a numpy float64, float32, float16, integer or bool;
  * - each flag a Python or numpy bool, or a Python or numpy int 0 or 1.
@@ -49,6 +51,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <float.h>
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -59,7 +62,7 @@
 
 #define SCALAR_BYTES 16 /* the largest numpy scalar of a fixed-size leaf's kind (long double) */
 
-enum source { COPY, F64_TO_F32, SCALAR, LIST, WIDEN };
+enum source { COPY, F64_TO_F32, SCALAR, LIST, CAST };
 
 typedef struct {
     PyObject *path;  /* tuple of keys */
@@ -77,7 +80,7 @@ typedef struct {
     enum source source;
     const char *src;
     PyObject *list; /* LIST: the list of Python numbers (borrowed; nothing runs between its check and its write) */
-    char from_kind; /* WIDEN: the source array's kind ('b', 'i', 'u' or 'f') and item size */
+    char from_kind; /* CAST: the source array's kind ('b', 'i', 'u' or 'f') and item size */
     npy_intp from_size;
     char scalar[SCALAR_BYTES];
     int overflow; /* the scalar is a Python float past float32's range, now inf */
@@ -387,7 +390,7 @@ static int list_fits(Leaf *leaf, PyObject *list) {
     return 1;
 }
 
-/* Store integer `v` (in the destination's range: the cast is safe) in `size` bytes at `at`. */
+/* Store integer `v` (in the destination's range) in `size` bytes at `at`. */
 static void store_integer(char *at, npy_intp size, unsigned long long v) {
     if (size == 1) {
         uint8_t x = (uint8_t)v;
@@ -427,17 +430,6 @@ static void write_list(Leaf *leaf, char *dst) {
     }
 }
 
-/* Whether an array of `from` (native byte order) widens into `leaf` as numpy casts it safely: bools, integers and
- * float32 into a wider integer or float32/float64 leaf that holds every value (int32 for an int64 space, float32 for a
- * float64 one, uint8 for an int64 one). numpy's cast of each item is C's conversion, which write_widened makes. */
-static int widens(Leaf *leaf, PyArray_Descr *from) {
-    int to_kind = leaf->descr->kind, to_type = leaf->descr->type_num;
-    int from_ok = from->kind == 'b' || from->kind == 'i' || from->kind == 'u' || from->type_num == NPY_FLOAT;
-    int to_ok = to_kind == 'i' || to_kind == 'u' || to_type == NPY_FLOAT || to_type == NPY_DOUBLE;
-    return from_ok && to_ok && PyArray_ISNBO(from->byteorder) && PyArray_ISNBO(leaf->descr->byteorder) &&
-           PyArray_CanCastSafely(from->type_num, to_type);
-}
-
 /* An integer item of `size` bytes at `at`, sign-extended to 64 bits where `is_signed`. */
 static unsigned long long integer_item(const char *at, npy_intp size, int is_signed) {
     if (size == 1) {
@@ -460,8 +452,49 @@ static unsigned long long integer_item(const char *at, npy_intp size, int is_sig
     return x;
 }
 
-/* Write the array widens() took into `dst`, each item converted as numpy's safe cast converts it. */
-static void write_widened(Leaf *leaf, char *dst) {
+/* Whether integer `v` (sign-extended where `is_signed`) is within the range of `leaf`'s integer dtype. */
+static int integer_fits(Leaf *leaf, unsigned long long v, int is_signed) {
+    int bits = 8 * (int)PyArray_ITEMSIZE(leaf->view);
+    if (leaf->descr->kind == 'u') {
+        return (!is_signed || (long long)v >= 0) && (bits == 64 || v <= (1ULL << bits) - 1);
+    }
+    long long high = bits == 64 ? LLONG_MAX : (1LL << (bits - 1)) - 1;
+    if (!is_signed) {
+        return v <= (unsigned long long)high;
+    }
+    return (long long)v >= -high - 1 && (long long)v <= high;
+}
+
+/* Whether `array` (C-contiguous, of another dtype than `leaf`'s) is stored in `leaf` as the full checks take it and
+ * as numpy's cast stores it: bools, integers and float32, native byte order, into an integer, float32 or float64 leaf
+ * where numpy casts them as the same kind (never floats into integers, nor signed into unsigned); where that cast is
+ * not safe between integers (int64 for an int32 space), every item within the leaf's range, as the full checks
+ * demand (numpy's cast would wrap it). Ints into a float leaf are rounded by C's conversion, which is numpy's cast. */
+static int casts(Leaf *leaf, PyArrayObject *array) {
+    PyArray_Descr *from = PyArray_DESCR(array);
+    int to_kind = leaf->descr->kind, to_type = leaf->descr->type_num;
+    int from_ok = from->kind == 'b' || from->kind == 'i' || from->kind == 'u' || from->type_num == NPY_FLOAT;
+    int to_ok = to_kind == 'i' || to_kind == 'u' || to_type == NPY_FLOAT || to_type == NPY_DOUBLE;
+    if (!from_ok || !to_ok || !PyArray_ISNBO(from->byteorder) || !PyArray_ISNBO(leaf->descr->byteorder) ||
+        !PyArray_CanCastTypeTo(from, leaf->descr, NPY_SAME_KIND_CASTING)) {
+        return 0;
+    }
+    if ((to_kind == 'i' || to_kind == 'u') && from->kind != 'b' && !PyArray_CanCastSafely(from->type_num, to_type)) {
+        npy_intp size = PyArray_ITEMSIZE(array), items = PyArray_SIZE(array);
+        const char *src = PyArray_BYTES(array);
+        int is_signed = from->kind == 'i';
+        for (npy_intp k = 0; k < items; k++) {
+            if (!integer_fits(leaf, integer_item(src + k * size, size, is_signed), is_signed)) {
+                return 0;
+            }
+        }
+    }
+    return 1;
+}
+
+/* Write the array casts() took into `dst`, each item converted as numpy's cast converts it (a bool is 0 or 1, as
+ * numpy reads any nonzero byte of a bool array). */
+static void write_cast(Leaf *leaf, char *dst) {
     npy_intp to_size = PyArray_ITEMSIZE(leaf->view), from_size = leaf->from_size;
     int to_type = leaf->descr->type_num, is_signed = leaf->from_kind == 'i';
     npy_intp items = leaf->nbytes / to_size;
@@ -474,7 +507,10 @@ static void write_widened(Leaf *leaf, char *dst) {
             memcpy(at, &d, sizeof d);
             continue;
         }
-        unsigned long long v = integer_item(leaf->src + k * from_size, from_size, is_signed); /* ('b': 0 or 1) */
+        unsigned long long v = integer_item(leaf->src + k * from_size, from_size, is_signed);
+        if (leaf->from_kind == 'b') {
+            v = v != 0;
+        }
         if (to_type == NPY_DOUBLE) {
             double d = is_signed ? (double)(long long)v : (double)v;
             memcpy(at, &d, sizeof d);
@@ -482,7 +518,7 @@ static void write_widened(Leaf *leaf, char *dst) {
             float f = is_signed ? (float)(long long)v : (float)v;
             memcpy(at, &f, sizeof f);
         } else {
-            store_integer(at, to_size, v);
+            store_integer(at, to_size, v); /* (in the leaf's range: casts() saw to it) */
         }
     }
 }
@@ -502,8 +538,8 @@ static int classify(Leaf *leaf, PyObject *value) {
         } else if (type == NPY_FLOAT && descr->type_num == NPY_DOUBLE && PyArray_ISNOTSWAPPED(array) &&
                    PyArray_ISALIGNED(array)) {
             leaf->source = F64_TO_F32;
-        } else if (widens(leaf, descr)) {
-            leaf->source = WIDEN;
+        } else if (casts(leaf, array)) {
+            leaf->source = CAST;
             leaf->from_kind = descr->kind;
             leaf->from_size = PyArray_ITEMSIZE(array);
         } else {
@@ -675,8 +711,8 @@ static int write_obs(RowWriter *self, Py_ssize_t row) {
             overflow |= leaf->overflow;
         } else if (leaf->source == LIST) {
             write_list(leaf, dst);
-        } else if (leaf->source == WIDEN) {
-            write_widened(leaf, dst);
+        } else if (leaf->source == CAST) {
+            write_cast(leaf, dst);
         } else { /* F64_TO_F32 */
             const double *src = (const double *)leaf->src;
             npy_intp items = leaf->nbytes / (npy_intp)sizeof(float);

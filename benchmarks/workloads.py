@@ -120,6 +120,38 @@ class CastObsEnv(ListObsEnv):
         return np.array([self.t % 100, -5, int(action), 1]), 1.0, False, self.t >= 200, {}
 
 
+class TupleObsEnv(ListObsEnv):
+    """:class:`ListObsEnv` with tuples of floats instead of lists (``return (x, y, vx, vy), ...``)."""
+
+    def reset(self, *, seed=None, options=None):
+        return tuple(super().reset(seed=seed)[0]), {}
+
+    def step(self, action):
+        self.t += 1
+        return (self.t * 0.01, -0.5, float(action), 1.0), 1.0, False, self.t >= 200, {}
+
+
+class StridedFrameEnv(gym.Env):
+    """A cheap image env whose 84x84 uint8 frame is a slice of a larger screen (``screen[::2, ::2]``, a downsample
+    as many users' own envs write it): an array of the space's dtype that is not C-contiguous."""
+
+    def __init__(self) -> None:
+        self.observation_space = spaces.Box(0, 255, (84, 84), np.uint8)
+        self.action_space = spaces.Discrete(2)
+        self.screen = np.zeros((168, 168), np.uint8)
+        self.t = 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return self.screen[::2, ::2], {}
+
+    def step(self, action):
+        self.t += 1
+        self.screen[self.t % 168] = self.t % 256
+        return self.screen[::2, ::2], 1.0, False, self.t >= 200, {}
+
+
 def cartpole():
     return gym.make("CartPole-v1")
 
@@ -138,7 +170,7 @@ def halfcheetah():
 WORKLOADS = {
     "cartpole": cartpole, "cartpole_stats": cartpole_stats, "burn200us": BurnEnv, "dict": DictObsEnv,
     "halfcheetah": halfcheetah, "lists": ListObsEnv, "widened": WidenedObsEnv,
-    "cast": CastObsEnv,
+    "cast": CastObsEnv, "tuples": TupleObsEnv, "strided": StridedFrameEnv,
 }
 DEFAULT_WORKLOADS = ["cartpole", "burn200us", "dict"]
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import warnings
-from collections import OrderedDict, defaultdict
+from collections import OrderedDict, defaultdict, namedtuple
 from contextlib import closing
 
 import gymnasium as gym
@@ -29,7 +29,8 @@ FLOAT_OBS = [
     np.array([1 / 3, -1e-40, 0.1, -np.inf]),  # float64 into float32: rounded, a subnormal, as numpy casts them
     [0.25, 0.5, 0.75, 1.0],  # a list of Python floats
     [0.5, np.float32(0.1), 1, True],  # a list with a bool (the slow path)
-    np.arange(8, dtype=np.float32)[::2],  # not contiguous (the slow path)
+    np.arange(8, dtype=np.float32)[::2],  # not contiguous: numpy's own copy
+    (0.5, -1.0, 2, np.float32(0.1)),  # a tuple, read as numpy reads a list
     np.array([1, 2**60 + 2**36 + 1, -3, 2**24 + 1]),  # int64: rounded into float32 as numpy casts them
     np.arange(4, dtype=np.float32).astype(">f4"),  # big-endian (the slow path)
 ]
@@ -198,6 +199,20 @@ def test_what_it_takes_is_stored_as_numpys_writes_store_it():
         (spaces.Box(0, 9, (2,), np.int64), [np.array([2**63 - 1, 0], np.uint64)]),
         (spaces.Box(-9, 9, (3,), np.int64), [np.array([2, 255, 0], np.uint8).view(np.bool_)]),
         (spaces.Box(-9, 9, (3,), np.float32), [np.array([2, 255, 0], np.uint8).view(np.bool_)]),
+        # arrays of the leaf's dtype, not C-contiguous (slices, transposes, reversed, broadcast): numpy's own copy
+        (spaces.Box(-np.inf, np.inf, (4,), np.float32), [
+            np.arange(8, dtype=np.float32)[::2], np.arange(4, dtype=np.float32)[::-1],
+            np.broadcast_to(np.float32(-0.0), (4,)), np.array([np.nan, 1e-45, -1.0, 2.0], np.float32)[::-1]]),
+        (spaces.Box(0, 255, (2, 3), np.uint8), [
+            np.arange(6, dtype=np.uint8).reshape(3, 2).T, np.asfortranarray(np.arange(6, dtype=np.uint8).reshape(2, 3)),
+            np.arange(24, dtype=np.uint8).reshape(4, 6)[::2, ::2]]),
+        # tuples, read as numpy reads lists
+        (spaces.Box(-np.inf, np.inf, (4,), np.float32), [
+            (0.25, -0.0, float("nan"), float("inf")), (1, 2**60 + 2**36 + 1, -3, 0.1),
+            (np.float32(1 / 3), 1e-45, 0, 1)]),
+        (spaces.Box(-np.inf, np.inf, (2,), np.float64), [(0.1, 2**62 + 1)]),
+        (spaces.Box(0, 9, (2,), np.int32), [(2**31 - 1, -2**31)]),
+        (spaces.Box(-1, 1, (0,), np.float32), [()]),
     ]:
         layout, fast = _batch(space)
         _, slow = _batch(space)
@@ -217,6 +232,9 @@ def test_what_it_takes_is_stored_as_numpys_writes_store_it():
                 (w.category, str(w.message)) for w in slow_warned], (space, value)
             overflowed += bool(slow_warned)
     assert overflowed == 3  # the array with 1e300, 1e300 and -1e39: numpy warned of each, and so did the writer
+
+
+Pair = namedtuple("Pair", "x y")
 
 
 @pytest.mark.parametrize(
@@ -247,13 +265,20 @@ def test_what_it_takes_is_stored_as_numpys_writes_store_it():
         (spaces.Box(0, 255, (2,), np.float16), np.array([1, 2], np.int32)),  # a float16 leaf
         (spaces.Box(0, 255, (2,), np.float32), np.array([1, 2], np.float16)),
         (spaces.Box(0, 255, (2,), np.int64), np.array([1, 2], ">i4")),  # big-endian
-        (spaces.Box(0, 255, (2,), np.int64), np.arange(4, dtype=np.int32)[::2]),  # not contiguous
+        (spaces.Box(0, 255, (2,), np.int64), np.arange(4, dtype=np.int32)[::2]),  # not contiguous, another dtype
         (spaces.Box(0, 255, (2,), np.int64), np.array([1, 2, 3], np.int32)),  # another shape
+        (spaces.Box(0, 255, (2, 2), np.uint8), np.zeros((4, 6), np.uint8)[::2, ::2]),  # strided, another shape
+        (spaces.Box(-1, 1, (2,), np.float32), (0.5, True)),  # tuples: as lists
+        (spaces.Box(-1, 1, (2,), np.float32), (0.5,)),
+        (spaces.Box(0, 255, (2,), np.uint8), (1, 2)),
+        (spaces.Box(-1, 1, (2, 2), np.float32), ((0.5, 0.5), (0.5, 0.5))),
+        (spaces.Box(-1, 1, (2,), np.float32), Pair(0.5, 0.25)),  # a tuple's subclass
     ],
     ids=["past-float32", "int-past-int64", "bool", "str", "short", "float16", "bool-leaf", "nested", "0-d", "int8-128",
          "uint8", "uint64", "float-for-int", "numpy-int", "empty-for-int", "int64-past-int32", "int64-below-int32",
          "uint64-past-int64", "uint16-past-uint8", "int8-for-uint8", "float64-for-int64", "int32-for-float16",
-         "float16", "big-endian", "strided", "shape"],
+         "float16", "big-endian", "strided", "shape", "strided-shape", "tuple-bool", "tuple-short", "tuple-uint8",
+         "tuple-nested", "namedtuple"],
 )
 def test_values_the_writer_does_not_store_as_numpy_does_go_the_slow_path(space, value):
     layout, batch = _batch(space)

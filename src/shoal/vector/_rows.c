@@ -17,17 +17,17 @@
  * views and the reward and flags into item `env` of the per-env arrays, and returns 2 if the episode ended (either
  * flag set), else 1, only when every value is one the full checks (shoal.vector.outputs) would take and stores as it
  * is:
- * - each leaf an exact numpy array of the leaf's dtype and shape, C-contiguous; a float64 array for a float32 leaf
- *   (converted as numpy converts it, with numpy's RuntimeWarning past float32's range); for a 0-d leaf also a numpy
- *   scalar of its dtype, a Python int for an int64 leaf, a Python float for a float32 or float64 leaf; for a 1-D
- *   leaf also a list (not a subclass) of its length: of Python floats, numpy float64 and float32 scalars and Python
- *   ints that fit int64 for a float32 or float64 leaf (none past float32's range), of Python ints in the leaf's
- *   range for a signed integer leaf (converted as numpy's write of the list converts them); an array of another
- *   dtype that numpy casts to the leaf's as the same kind (bools, integers and float32 into an integer, float32 or
- *   float64 leaf, never signed into unsigned: int32 for an int64 space, int64 for a float32 or an int32 one, float32
- *   for a float64 one), each integer within an integer leaf's range, C-contiguous, converted as that cast converts
- *   it;
- *   reached through dicts, OrderedDicts and tuples (not their subclasses) of the space's sizes;
+ * - each leaf an exact numpy array of the leaf's dtype and shape (C-contiguous, or any strides: a slice or a
+ *   transpose of a frame, copied as numpy copies it); a float64 array for a float32 leaf (converted as numpy converts
+ *   it, with numpy's RuntimeWarning past float32's range); for a 0-d leaf also a numpy scalar of its dtype, a Python
+ *   int for an int64 leaf, a Python float for a float32 or float64 leaf; for a 1-D leaf also a list or a tuple (not a
+ *   subclass) of its length: of Python floats, numpy float64 and float32 scalars and Python ints that fit int64 for a
+ *   float32 or float64 leaf (none past float32's range), of Python ints in the leaf's range for a signed integer leaf
+ *   (converted as numpy's write of the list converts them); an array of another dtype that numpy casts to the leaf's
+ *   as the same kind (bools, integers and float32 into an integer, float32 or float64 leaf, never signed into
+ *   unsigned: int32 for an int64 space, int64 for a float32 or an int32 one, float32 for a float64 one), each integer
+ *   within an integer leaf's range, C-contiguous, converted as that cast converts it; reached through dicts,
+ *   OrderedDicts and tuples (not their subclasses) of the space's sizes;
  * - the reward a Python float, int or bool, or a numpy float64, float32, float16, integer or bool;
  * - each flag a Python or numpy bool, or a Python or numpy int 0 or 1.
  * put_obs(row, obs) -> 0 or 1: the same for an observation alone (a reset's).
@@ -62,7 +62,7 @@
 
 #define SCALAR_BYTES 16 /* the largest numpy scalar of a fixed-size leaf's kind (long double) */
 
-enum source { COPY, F64_TO_F32, SCALAR, LIST, CAST };
+enum source { COPY, F64_TO_F32, SCALAR, LIST, CAST, STRIDED };
 
 typedef struct {
     PyObject *path;  /* tuple of keys */
@@ -79,7 +79,9 @@ typedef struct {
     /* filled per put: where this leaf's value comes from */
     enum source source;
     const char *src;
-    PyObject *list; /* LIST: the list of Python numbers (borrowed; nothing runs between its check and its write) */
+    PyObject *list; /* LIST: the list or tuple of Python numbers (borrowed; nothing runs between its check and its
+                     * write) */
+    PyArrayObject *strided; /* STRIDED: the array (borrowed, as `list` is) */
     char from_kind; /* CAST: the source array's kind ('b', 'i', 'u' or 'f') and item size */
     npy_intp from_size;
     char scalar[SCALAR_BYTES];
@@ -358,8 +360,8 @@ static int list_integer(Leaf *leaf, PyObject *item, long long *out) {
     return 1;
 }
 
-/* Whether `list` (an exact list) is stored exactly in `leaf`: a 1-D float32, float64 or signed integer leaf of its
- * length, each item one list_double or list_integer takes, none past float32's range for a float32 leaf (numpy's write
+/* Whether `list` (an exact list or tuple: numpy reads both alike) is stored exactly in `leaf`: a 1-D float32, float64
+ * or signed integer leaf of its length, each item one list_double or list_integer takes, none past float32's range for a float32 leaf (numpy's write
  * warns once per such item: the slow path reports them). (The full checks refuse Python ints for an unsigned leaf,
  * as Gymnasium's SyncVectorEnv does: int64 does not cast to it as the same kind.) 1 and leaf->source set to LIST, else
  * 0. */
@@ -367,12 +369,12 @@ static int list_fits(Leaf *leaf, PyObject *list) {
     int type = leaf->descr->type_num;
     int floats = type == NPY_FLOAT || type == NPY_DOUBLE;
     /* (an empty list is float64 to numpy, which the full checks refuse for an integer leaf) */
-    int integers = leaf->descr->kind == 'i' && PyArray_ISNBO(leaf->descr->byteorder) && PyList_GET_SIZE(list) > 0;
-    if (leaf->nd != 1 || PyList_GET_SIZE(list) != leaf->dims[0] || !(floats || integers)) {
+    int integers = leaf->descr->kind == 'i' && PyArray_ISNBO(leaf->descr->byteorder) && PySequence_Fast_GET_SIZE(list) > 0;
+    if (leaf->nd != 1 || PySequence_Fast_GET_SIZE(list) != leaf->dims[0] || !(floats || integers)) {
         return 0;
     }
-    for (Py_ssize_t k = 0; k < PyList_GET_SIZE(list); k++) {
-        PyObject *item = PyList_GET_ITEM(list, k);
+    for (Py_ssize_t k = 0; k < PySequence_Fast_GET_SIZE(list); k++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(list, k);
         if (floats) {
             double d;
             if (!list_double(item, &d) || (type == NPY_FLOAT && isinf((float)d) && !isinf(d))) {
@@ -410,8 +412,10 @@ static void store_integer(char *at, npy_intp size, unsigned long long v) {
 static void write_list(Leaf *leaf, char *dst) {
     int type = leaf->descr->type_num;
     npy_intp size = PyArray_ITEMSIZE(leaf->view);
-    for (Py_ssize_t k = 0; k < PyList_GET_SIZE(leaf->list); k++) {
-        PyObject *item = PyList_GET_ITEM(leaf->list, k);
+    /* (list_fits saw its length be the leaf's; the bound holds even if a list changed since: a row is never overrun) */
+    Py_ssize_t items = Py_MIN(leaf->dims[0], PySequence_Fast_GET_SIZE(leaf->list));
+    for (Py_ssize_t k = 0; k < items; k++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(leaf->list, k);
         char *at = dst + k * size;
         if (type == NPY_FLOAT || type == NPY_DOUBLE) {
             double d = 0.0;
@@ -529,11 +533,20 @@ static int classify(Leaf *leaf, PyObject *value) {
     leaf->overflow = 0;
     if (PyArray_CheckExact(value)) {
         PyArrayObject *array = (PyArrayObject *)value;
-        if (!same_shape(leaf, array) || !PyArray_IS_C_CONTIGUOUS(array)) {
+        if (!same_shape(leaf, array)) {
             return 0;
         }
         PyArray_Descr *descr = PyArray_DESCR(array);
-        if (descr == leaf->descr || PyArray_EquivTypes(descr, leaf->descr)) {
+        int same = descr == leaf->descr || PyArray_EquivTypes(descr, leaf->descr);
+        if (!PyArray_IS_C_CONTIGUOUS(array)) {
+            if (!same) {
+                return 0;
+            }
+            leaf->source = STRIDED;
+            leaf->strided = array;
+            return 1;
+        }
+        if (same) {
             leaf->source = COPY;
         } else if (type == NPY_FLOAT && descr->type_num == NPY_DOUBLE && PyArray_ISNOTSWAPPED(array) &&
                    PyArray_ISALIGNED(array)) {
@@ -548,7 +561,7 @@ static int classify(Leaf *leaf, PyObject *value) {
         leaf->src = PyArray_BYTES(array);
         return 1;
     }
-    if (PyList_CheckExact(value)) {
+    if (PyList_CheckExact(value) || PyTuple_CheckExact(value)) {
         return list_fits(leaf, value);
     }
     if (leaf->nd != 0) {
@@ -674,6 +687,21 @@ static int take_obs(RowWriter *self, Py_ssize_t row, PyObject *obs) {
     return 1;
 }
 
+/* Copy the array classify() took as STRIDED (of the leaf's dtype, not C-contiguous: a slice or a transpose of a
+ * frame) into `dst` with numpy's own copy, as the slow path's write copies it. 0, or -1 with an error set (no memory
+ * for the row's view). */
+static int write_strided(Leaf *leaf, char *dst) {
+    Py_INCREF(leaf->descr); /* (stolen) */
+    PyObject *row = PyArray_NewFromDescr(&PyArray_Type, leaf->descr, leaf->nd, leaf->dims, NULL, dst,
+                                         NPY_ARRAY_WRITEABLE, NULL);
+    if (row == NULL) {
+        return -1;
+    }
+    int done = PyArray_CopyInto((PyArrayObject *)row, leaf->strided);
+    Py_DECREF(row);
+    return done;
+}
+
 /* numpy's own report of a cast past float32's range, under its error state (np.errstate, np.seterr): it casts the
  * largest float64 to float32. 0, or -1 where that raised. */
 static int report_overflow(void) {
@@ -693,7 +721,8 @@ static int report_overflow(void) {
 
 /* Write the leaves take_obs took into row `row`. A float64 or Python float past float32's range is reported as
  * numpy's cast reports it, through numpy's error state: a RuntimeWarning by default, nothing under
- * np.errstate(over="ignore"), a FloatingPointError under over="raise"; -1 where that raised (the row is written). */
+ * np.errstate(over="ignore"), a FloatingPointError under over="raise"; -1 where that raised (the row is written), or
+ * where a strided copy found no memory for its view (the row is partly written). */
 static int write_obs(RowWriter *self, Py_ssize_t row) {
     int overflow = 0;
     for (Py_ssize_t i = 0; i < self->count; i++) {
@@ -713,6 +742,10 @@ static int write_obs(RowWriter *self, Py_ssize_t row) {
             write_list(leaf, dst);
         } else if (leaf->source == CAST) {
             write_cast(leaf, dst);
+        } else if (leaf->source == STRIDED) {
+            if (write_strided(leaf, dst) < 0) {
+                return -1;
+            }
         } else { /* F64_TO_F32 */
             const double *src = (const double *)leaf->src;
             npy_intp items = leaf->nbytes / (npy_intp)sizeof(float);

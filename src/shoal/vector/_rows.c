@@ -361,19 +361,20 @@ static int list_integer(Leaf *leaf, PyObject *item, long long *out) {
 }
 
 /* Whether `list` (an exact list or tuple: numpy reads both alike) is stored exactly in `leaf`: a 1-D float32, float64
- * or signed integer leaf of its length, each item one list_double or list_integer takes, none past float32's range for a float32 leaf (numpy's write
- * warns once per such item: the slow path reports them). (The full checks refuse Python ints for an unsigned leaf,
- * as Gymnasium's SyncVectorEnv does: int64 does not cast to it as the same kind.) 1 and leaf->source set to LIST, else
- * 0. */
+ * or signed integer leaf of its length, each item one list_double or list_integer takes, none past float32's range
+ * for a float32 leaf (numpy's write warns once per such item: the slow path reports them). (The full checks refuse
+ * Python ints for an unsigned leaf, as Gymnasium's SyncVectorEnv does: int64 does not cast to it as the same kind.)
+ * 1 and leaf->source set to LIST, else 0. */
 static int list_fits(Leaf *leaf, PyObject *list) {
     int type = leaf->descr->type_num;
     int floats = type == NPY_FLOAT || type == NPY_DOUBLE;
     /* (an empty list is float64 to numpy, which the full checks refuse for an integer leaf) */
-    int integers = leaf->descr->kind == 'i' && PyArray_ISNBO(leaf->descr->byteorder) && PySequence_Fast_GET_SIZE(list) > 0;
-    if (leaf->nd != 1 || PySequence_Fast_GET_SIZE(list) != leaf->dims[0] || !(floats || integers)) {
+    Py_ssize_t length = PySequence_Fast_GET_SIZE(list);
+    int integers = leaf->descr->kind == 'i' && PyArray_ISNBO(leaf->descr->byteorder) && length > 0;
+    if (leaf->nd != 1 || length != leaf->dims[0] || !(floats || integers)) {
         return 0;
     }
-    for (Py_ssize_t k = 0; k < PySequence_Fast_GET_SIZE(list); k++) {
+    for (Py_ssize_t k = 0; k < length; k++) {
         PyObject *item = PySequence_Fast_GET_ITEM(list, k);
         if (floats) {
             double d;

@@ -131,6 +131,22 @@ class TupleObsEnv(ListObsEnv):
         return (self.t * 0.01, -0.5, float(action), 1.0), 1.0, False, self.t >= 200, {}
 
 
+class NestedListObsEnv(ListObsEnv):
+    """A cheap env whose observation is a 3x3 grid kept as a list of lists of floats (a float32 Box of that shape)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.observation_space = spaces.Box(-np.inf, np.inf, (3, 3), np.float32)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return [[0.0] * 3 for _ in range(3)], {}
+
+    def step(self, action):
+        self.t += 1
+        return [[self.t * 0.01, -0.5, float(action)], [1.0, 0.0, 0.5], [0.25, 0.75, 2.0]], 1.0, False, self.t >= 200, {}
+
+
 class StridedFrameEnv(gym.Env):
     """A cheap image env whose 84x84 uint8 frame is a slice of a larger screen (``screen[::2, ::2]``, a downsample
     as many users' own envs write it): an array of the space's dtype that is not C-contiguous."""
@@ -171,6 +187,7 @@ WORKLOADS = {
     "cartpole": cartpole, "cartpole_stats": cartpole_stats, "burn200us": BurnEnv, "dict": DictObsEnv,
     "halfcheetah": halfcheetah, "lists": ListObsEnv, "widened": WidenedObsEnv,
     "cast": CastObsEnv, "tuples": TupleObsEnv, "strided": StridedFrameEnv,
+    "nested": NestedListObsEnv,
 }
 DEFAULT_WORKLOADS = ["cartpole", "burn200us", "dict"]
 

@@ -796,8 +796,9 @@ VARIED_FLAGS = [False, np.bool_(False), 0, np.int64(0)]  # none of them ends an 
 class Mixed(ParallelEnv):
     """Agents of different observation spaces, which shoal flattens into rows of one length: ``box`` a Box (2,),
     ``grid`` a Box (2, 3), ``nest`` a Dict of a Box (1,) and a Box (2, 2) (and with ``one_hot``, ``pick`` a
-    Discrete(3), which flattens one-hot). Values are float32 arrays, and at some steps float64 arrays or lists (the
-    slow path); ``grid`` terminates at step 3 and the episode is truncated at step 6."""
+    Discrete(3), which flattens one-hot). Values are float32 arrays, and at some steps float64 arrays or lists, nested
+    for more dims (the C writer takes those too), or big-endian arrays (the slow path); ``grid`` terminates at step 3
+    and the episode is truncated at step 6."""
 
     metadata = {"name": "mixed_v0"}
     SPACES = {
@@ -818,9 +819,8 @@ class Mixed(ParallelEnv):
         return spaces.Discrete(2)
 
     def _value(self, agent, x):
-        kind = (self.t + len(agent)) % 4  # 0: a list, 1: float64, else float32
-        as_kind = (lambda a: a.tolist()) if kind == 0 else (lambda a: a.astype(np.float64)) if kind == 1 else (
-            lambda a: a)
+        kind = (self.t + len(agent)) % 4  # 0: big-endian, 1: float64, 2: a list, 3: float32
+        as_kind = [lambda a: a.astype(">f4"), lambda a: a.astype(np.float64), lambda a: a.tolist(), lambda a: a][kind]
         if agent == "nest":
             b = np.arange(4, dtype=np.float32).reshape(2, 2) + x
             return {"a": as_kind(np.full(1, x, np.float32)), "b": as_kind(b)}

@@ -213,6 +213,12 @@ def test_what_it_takes_is_stored_as_numpys_writes_store_it():
         (spaces.Box(-np.inf, np.inf, (2,), np.float64), [(0.1, 2**62 + 1)]),
         (spaces.Box(0, 9, (2,), np.int32), [(2**31 - 1, -2**31)]),
         (spaces.Box(-1, 1, (0,), np.float32), [()]),
+        # nested lists and tuples for a leaf of more dims, read as numpy reads them
+        (spaces.Box(-np.inf, np.inf, (2, 3), np.float32), [
+            [[0.25, -0.0, float("nan")], [float("inf"), 1e-45, 2**60 + 2**36 + 1]],
+            ([1, 2, 3], (np.float32(1 / 3), np.float64(0.1), -1))]),
+        (spaces.Box(-9, 9, (2, 2, 2), np.int8), [[[[-128, 127], [0, 1]], [(2, 3), [-1, -2]]]]),
+        (spaces.Box(-9, 9, (2, 1), np.float64), [[[0.1], [2**62 + 1]]]),
     ]:
         layout, fast = _batch(space)
         _, slow = _batch(space)
@@ -247,7 +253,7 @@ Pair = namedtuple("Pair", "x y")
         (spaces.Box(-1, 1, (2,), np.float32), [0.5]),  # too short: numpy would broadcast it
         (spaces.Box(-1, 1, (2,), np.float16), [0.5, 0.25]),  # a leaf of another dtype
         (spaces.Box(0, 1, (2,), np.bool_), [True, False]),
-        (spaces.Box(-1, 1, (2, 2), np.float32), [[0.5, 0.5], [0.5, 0.5]]),  # nested
+        (spaces.Box(-1, 1, (2, 2), np.float32), [[0.5, 0.5], [0.5]]),  # ragged
         (spaces.Box(-1, 1, (), np.float32), [0.5]),  # for a 0-d leaf
         (spaces.Box(-128, 127, (2,), np.int8), [1, 128]),  # past the leaf's range
         (spaces.Box(0, 255, (2,), np.uint8), [1, 2]),  # ints for an unsigned leaf: refused, as Gymnasium refuses them
@@ -255,7 +261,8 @@ Pair = namedtuple("Pair", "x y")
         (spaces.Box(0, 255, (2,), np.int32), [1, 1.0]),  # a float for an integer leaf
         (spaces.Box(0, 255, (2,), np.int64), [1, np.int64(2)]),  # numpy's int (a list of them may promote otherwise)
         (spaces.Box(0, 255, (0,), np.int64), []),  # empty: float64 to numpy
-        # arrays numpy does not cast safely (the full checks decide), or that the writer leaves to numpy
+        # arrays numpy does not cast as the same kind, or past the leaf's range (the full checks decide), or that the
+        # writer leaves to numpy
         (spaces.Box(0, 255, (2,), np.int32), np.array([1, 2**31])),  # narrower, past the leaf's range: refused there
         (spaces.Box(0, 255, (2,), np.int32), np.array([-2**31 - 1, 2])),
         (spaces.Box(0, 255, (2,), np.int64), np.array([1, 2**63], np.uint64)),
@@ -271,14 +278,21 @@ Pair = namedtuple("Pair", "x y")
         (spaces.Box(-1, 1, (2,), np.float32), (0.5, True)),  # tuples: as lists
         (spaces.Box(-1, 1, (2,), np.float32), (0.5,)),
         (spaces.Box(0, 255, (2,), np.uint8), (1, 2)),
-        (spaces.Box(-1, 1, (2, 2), np.float32), ((0.5, 0.5), (0.5, 0.5))),
+        (spaces.Box(-1, 1, (2, 2), np.float32), [[0.5, 0.5], np.array([0.5, 0.5])]),  # an array inside
+        (spaces.Box(-1, 1, (2, 2), np.float32), [[0.5, 0.5], [0.5, 0.5], [0.5, 0.5]]),
+        (spaces.Box(-1, 1, (2, 2), np.float32), [0.5, 0.5]),  # flat for a 2-D leaf: numpy would broadcast it
+        (spaces.Box(-1, 1, (2, 2), np.float32), [[0.5, 0.5], [0.5, 1e300]]),
+        (spaces.Box(-1, 1, (2, 2), np.float32), [[0.5, 0.5], Pair(0.5, 0.25)]),
+        (spaces.Box(-9, 9, (2, 2), np.int8), [[1, 2], [3, 128]]),
+        (spaces.Box(-1, 1, (2, 0), np.float32), [[], []]),  # no items: left to the full checks
         (spaces.Box(-1, 1, (2,), np.float32), Pair(0.5, 0.25)),  # a tuple's subclass
     ],
-    ids=["past-float32", "int-past-int64", "bool", "str", "short", "float16", "bool-leaf", "nested", "0-d", "int8-128",
+    ids=["past-float32", "int-past-int64", "bool", "str", "short", "float16", "bool-leaf", "ragged", "0-d", "int8-128",
          "uint8", "uint64", "float-for-int", "numpy-int", "empty-for-int", "int64-past-int32", "int64-below-int32",
          "uint64-past-int64", "uint16-past-uint8", "int8-for-uint8", "float64-for-int64", "int32-for-float16",
          "float16", "big-endian", "strided", "shape", "strided-shape", "tuple-bool", "tuple-short", "tuple-uint8",
-         "tuple-nested", "namedtuple"],
+         "array-inside", "nested-long", "flat-for-2d", "nested-past-float32", "nested-namedtuple", "nested-int8-128",
+         "nested-empty", "namedtuple"],
 )
 def test_values_the_writer_does_not_store_as_numpy_does_go_the_slow_path(space, value):
     layout, batch = _batch(space)

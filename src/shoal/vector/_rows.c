@@ -20,14 +20,14 @@
  * - each leaf an exact numpy array of the leaf's dtype and shape (C-contiguous, or any strides: a slice or a
  *   transpose of a frame, copied as numpy copies it); a float64 array for a float32 leaf (converted as numpy converts
  *   it, with numpy's RuntimeWarning past float32's range); for a 0-d leaf also a numpy scalar of its dtype, a Python
- *   int for an int64 leaf, a Python float for a float32 or float64 leaf; for a 1-D leaf also a list or a tuple (not a
- *   subclass) of its length: of Python floats, numpy float64 and float32 scalars and Python ints that fit int64 for a
- *   float32 or float64 leaf (none past float32's range), of Python ints in the leaf's range for a signed integer leaf
- *   (converted as numpy's write of the list converts them); an array of another dtype that numpy casts to the leaf's
- *   as the same kind (bools, integers and float32 into an integer, float32 or float64 leaf, never signed into
- *   unsigned: int32 for an int64 space, int64 for a float32 or an int32 one, float32 for a float64 one), each integer
- *   within an integer leaf's range, C-contiguous, converted as that cast converts it; reached through dicts,
- *   OrderedDicts and tuples (not their subclasses) of the space's sizes;
+ *   int for an int64 leaf, a Python float for a float32 or float64 leaf; for a leaf of 1 or more dims also a list or
+ *   a tuple (not a subclass; nested, for more dims) of its shape: of Python floats, numpy float64 and float32 scalars
+ *   and Python ints that fit int64 for a float32 or float64 leaf (none past float32's range), of Python ints in the
+ *   leaf's range for a signed integer leaf (converted as numpy's write of the list converts them); an array of
+ *   another dtype that numpy casts to the leaf's as the same kind (bools, integers and float32 into an integer,
+ *   float32 or float64 leaf, never signed into unsigned: int32 for an int64 space, int64 for a float32 or an int32
+ *   one, float32 for a float64 one), each integer within an integer leaf's range, C-contiguous, converted as that
+ *   cast converts it; reached through dicts, OrderedDicts and tuples (not their subclasses) of the space's sizes;
  * - the reward a Python float, int or bool, or a numpy float64, float32, float16, integer or bool;
  * - each flag a Python or numpy bool, or a Python or numpy int 0 or 1.
  * put_obs(row, obs) -> 0 or 1: the same for an observation alone (a reset's).
@@ -360,23 +360,23 @@ static int list_integer(Leaf *leaf, PyObject *item, long long *out) {
     return 1;
 }
 
-/* Whether `list` (an exact list or tuple: numpy reads both alike) is stored exactly in `leaf`: a 1-D float32, float64
- * or signed integer leaf of its length, each item one list_double or list_integer takes, none past float32's range
- * for a float32 leaf (numpy's write warns once per such item: the slow path reports them). (The full checks refuse
- * Python ints for an unsigned leaf, as Gymnasium's SyncVectorEnv does: int64 does not cast to it as the same kind.)
- * 1 and leaf->source set to LIST, else 0. */
-static int list_fits(Leaf *leaf, PyObject *list) {
+/* Whether `seq` (an exact list or tuple) holds level `depth` of a value of `leaf`: dims[depth] items, each an exact
+ * list or tuple of the next level, down to numbers list_double (a float32 or float64 leaf; none past float32's range
+ * for a float32 leaf, of which numpy's write warns once per item: the slow path reports them) or list_integer (a
+ * signed integer leaf) takes. */
+static int sequence_fits(Leaf *leaf, PyObject *seq, int depth) {
     int type = leaf->descr->type_num;
-    int floats = type == NPY_FLOAT || type == NPY_DOUBLE;
-    /* (an empty list is float64 to numpy, which the full checks refuse for an integer leaf) */
-    Py_ssize_t length = PySequence_Fast_GET_SIZE(list);
-    int integers = leaf->descr->kind == 'i' && PyArray_ISNBO(leaf->descr->byteorder) && length > 0;
-    if (leaf->nd != 1 || length != leaf->dims[0] || !(floats || integers)) {
+    Py_ssize_t length = PySequence_Fast_GET_SIZE(seq);
+    if (length != leaf->dims[depth]) {
         return 0;
     }
     for (Py_ssize_t k = 0; k < length; k++) {
-        PyObject *item = PySequence_Fast_GET_ITEM(list, k);
-        if (floats) {
+        PyObject *item = PySequence_Fast_GET_ITEM(seq, k);
+        if (depth + 1 < leaf->nd) {
+            if (!(PyList_CheckExact(item) || PyTuple_CheckExact(item)) || !sequence_fits(leaf, item, depth + 1)) {
+                return 0;
+            }
+        } else if (type == NPY_FLOAT || type == NPY_DOUBLE) {
             double d;
             if (!list_double(item, &d) || (type == NPY_FLOAT && isinf((float)d) && !isinf(d))) {
                 return 0;
@@ -387,6 +387,22 @@ static int list_fits(Leaf *leaf, PyObject *list) {
                 return 0;
             }
         }
+    }
+    return 1;
+}
+
+/* Whether `list` (an exact list or tuple, of lists or tuples for a leaf of more dims: numpy reads them alike) is
+ * stored exactly in `leaf`, a float32, float64 or signed integer leaf of its shape (sequence_fits). (An empty list is
+ * float64 to numpy, which the full checks refuse for an integer leaf, as they refuse Python ints for an unsigned leaf,
+ * as Gymnasium's SyncVectorEnv does: int64 does not cast to it as the same kind. A leaf of more dims and no items is
+ * left to them: [] is no (0, 2) array.) 1 and leaf->source set to LIST, else 0. */
+static int list_fits(Leaf *leaf, PyObject *list) {
+    int type = leaf->descr->type_num;
+    int floats = type == NPY_FLOAT || type == NPY_DOUBLE;
+    int integers = leaf->descr->kind == 'i' && PyArray_ISNBO(leaf->descr->byteorder);
+    if (leaf->nd < 1 || !(floats || integers) || (leaf->nbytes == 0 && (integers || leaf->nd > 1)) ||
+        !sequence_fits(leaf, list, 0)) {
+        return 0;
     }
     leaf->source = LIST;
     leaf->list = list;
@@ -409,30 +425,41 @@ static void store_integer(char *at, npy_intp size, unsigned long long v) {
     }
 }
 
-/* Write the items list_fits took into `dst`. */
-static void write_list(Leaf *leaf, char *dst) {
+/* Write level `depth` of the value sequence_fits took into `*at`, moving it past what it wrote. (Nothing runs between
+ * that check and this write; were a list changed since, the row would still never be overrun.) */
+static void write_sequence(Leaf *leaf, PyObject *seq, int depth, char **at) {
     int type = leaf->descr->type_num;
     npy_intp size = PyArray_ITEMSIZE(leaf->view);
-    /* (list_fits saw its length be the leaf's; the bound holds even if a list changed since: a row is never overrun) */
-    Py_ssize_t items = Py_MIN(leaf->dims[0], PySequence_Fast_GET_SIZE(leaf->list));
+    Py_ssize_t items = Py_MIN(leaf->dims[depth], PySequence_Fast_GET_SIZE(seq));
     for (Py_ssize_t k = 0; k < items; k++) {
-        PyObject *item = PySequence_Fast_GET_ITEM(leaf->list, k);
-        char *at = dst + k * size;
+        PyObject *item = PySequence_Fast_GET_ITEM(seq, k);
+        if (depth + 1 < leaf->nd) {
+            if (PyList_CheckExact(item) || PyTuple_CheckExact(item)) {
+                write_sequence(leaf, item, depth + 1, at);
+            }
+            continue;
+        }
         if (type == NPY_FLOAT || type == NPY_DOUBLE) {
             double d = 0.0;
             list_double(item, &d);
             if (type == NPY_FLOAT) {
                 float f = (float)d;
-                memcpy(at, &f, sizeof f);
+                memcpy(*at, &f, sizeof f);
             } else {
-                memcpy(at, &d, sizeof d);
+                memcpy(*at, &d, sizeof d);
             }
-            continue;
+        } else {
+            long long v = 0;
+            list_integer(leaf, item, &v);
+            store_integer(*at, size, (unsigned long long)v);
         }
-        long long v = 0;
-        list_integer(leaf, item, &v);
-        store_integer(at, size, (unsigned long long)v);
+        *at += size;
     }
+}
+
+/* Write the value list_fits took into `dst`. */
+static void write_list(Leaf *leaf, char *dst) {
+    write_sequence(leaf, leaf->list, 0, &dst);
 }
 
 /* An integer item of `size` bytes at `at`, sign-extended to 64 bits where `is_signed`. */

@@ -72,8 +72,9 @@ DICT_SPACE = spaces.Dict(
 
 class VariedDict(gym.Env):
     """A Dict observation (a Tuple inside) whose scalar leaves come as Python ints and floats, numpy scalars and 0-d
-    arrays, its tuple as a tuple or a list, its arrays as float64 for float32; ``exact``: only values the fast path
-    takes (no int32 for the Discrete, no float32 for the float64 leaf, no list for the tuple)."""
+    arrays, its tuple as a tuple or a list, its arrays as float64 for float32 and its frame strided (a transpose) at
+    times; ``exact``: only values the fast path takes (no int32 for the Discrete, no float32 for the float64 leaf, no
+    list for the tuple)."""
 
     observation_space = DICT_SPACE
     action_space = spaces.Discrete(2)
@@ -91,7 +92,8 @@ class VariedDict(gym.Env):
         ids = [t % 5, np.int64(t % 5), np.array(t % 5), np.int32(t % 5)]
         level = [t * 0.5, np.float64(t * 0.5), np.float32(t * 0.5), t]
         pos = np.full(2, t / 10 % 1, np.float32 if t % 2 else np.float64)
-        frame = np.full((3, 2), t % 256, np.uint8)
+        frame = ((np.arange(6).reshape(2, 3) + t) % 256).astype(np.uint8).T  # a strided field, at times
+        frame = np.ascontiguousarray(frame) if t % 2 else frame
         pair = (t % 3, frame) if t % 3 or self.exact else [t % 3, frame]
         kinds = 2 if self.exact else 4
         return {"id": ids[t % 3 if self.exact else t % 4], "pos": pos, "pair": pair, "level": level[(t // 4) % kinds]}

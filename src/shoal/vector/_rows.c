@@ -345,15 +345,24 @@ static int list_double(PyObject *item, double *out) {
     return 0;
 }
 
+/* Whether integer `v` (sign-extended where `is_signed`) is within the range of `leaf`'s integer dtype. */
+static int integer_fits(Leaf *leaf, unsigned long long v, int is_signed) {
+    int bits = 8 * (int)PyArray_ITEMSIZE(leaf->view);
+    if (leaf->descr->kind == 'u') {
+        return (!is_signed || (long long)v >= 0) && (bits == 64 || v <= (1ULL << bits) - 1);
+    }
+    long long high = bits == 64 ? LLONG_MAX : (1LL << (bits - 1)) - 1;
+    if (!is_signed) {
+        return v <= (unsigned long long)high;
+    }
+    return (long long)v >= -high - 1 && (long long)v <= high;
+}
+
 /* An item of a list for a signed integer leaf: a Python int within the leaf's range (what the full checks take;
  * numpy's write stores it as it is). 1 and *out set, else 0. */
 static int list_integer(Leaf *leaf, PyObject *item, long long *out) {
     long long v;
-    if (!exact_int64(item, &v)) {
-        return 0;
-    }
-    int bits = 8 * (int)PyArray_ITEMSIZE(leaf->view);
-    if (bits < 64 && (v < -(1LL << (bits - 1)) || v > (1LL << (bits - 1)) - 1)) {
+    if (!exact_int64(item, &v) || !integer_fits(leaf, (unsigned long long)v, 1)) {
         return 0;
     }
     *out = v;
@@ -482,19 +491,6 @@ static unsigned long long integer_item(const char *at, npy_intp size, int is_sig
     uint64_t x;
     memcpy(&x, at, 8);
     return x;
-}
-
-/* Whether integer `v` (sign-extended where `is_signed`) is within the range of `leaf`'s integer dtype. */
-static int integer_fits(Leaf *leaf, unsigned long long v, int is_signed) {
-    int bits = 8 * (int)PyArray_ITEMSIZE(leaf->view);
-    if (leaf->descr->kind == 'u') {
-        return (!is_signed || (long long)v >= 0) && (bits == 64 || v <= (1ULL << bits) - 1);
-    }
-    long long high = bits == 64 ? LLONG_MAX : (1LL << (bits - 1)) - 1;
-    if (!is_signed) {
-        return v <= (unsigned long long)high;
-    }
-    return (long long)v >= -high - 1 && (long long)v <= high;
 }
 
 /* Whether `array` (C-contiguous, of another dtype than `leaf`'s) is stored in `leaf` as the full checks take it and

@@ -292,7 +292,7 @@ def test_an_envs_failing_close_still_closes_the_others_and_the_vector_env():
 
 def test_workers_stuck_in_an_envs_close_are_ended_within_one_grace_period_together():
     from conftest import worker_processes
-    from shoal.vector import multiproc
+    from shoal.vector import processes
 
     envs = shoal.make(_CloseHangsInWorkers, 4, num_workers=4, inline=False)
     envs.reset(seed=0)
@@ -302,7 +302,7 @@ def test_workers_stuck_in_an_envs_close_are_ended_within_one_grace_period_togeth
     took = time.monotonic() - start
     assert not worker_processes()
     # each worker's grace in turn took 4 of them (8 s); all wait out one together, then are terminated
-    assert took < 2.5 * multiproc._CLOSE_GRACE_S, f"close took {took:.1f} s"
+    assert took < 2.5 * processes.CLOSE_GRACE_S, f"close took {took:.1f} s"
 
 
 @pytest.mark.parametrize("n", [3, 100])

@@ -25,7 +25,7 @@ from fakes import HOSTINGS, BigInfoEnv, LooseSpaceEnv, SlowEnv, assert_current, 
 
 import shoal
 from shoal.errors import AlreadyPendingCallError, NotResetError, WaitTimeoutError
-from shoal.vector.multiproc import frozen_heap
+from shoal.vector.processes import frozen_heap
 
 
 def test_large_call_results_and_render_on_every_backend(backend):
@@ -833,9 +833,9 @@ def test_a_heap_the_caller_froze_stays_frozen():
 def test_a_worker_slow_to_make_its_envs_is_named_in_a_warning_and_waited_for(monkeypatch):
     """A worker's start has no time limit (making an env may take minutes), but one that is slow is named: a forked
     worker can deadlock on a lock it inherited held, and the caller would otherwise wait without a word."""
-    from shoal.vector import multiproc
+    from shoal.vector import processes
 
-    monkeypatch.setattr(multiproc, "START_WARN_S", 0.3)
+    monkeypatch.setattr(processes, "START_WARN_S", 0.3)
     fns = [functools.partial(made_in_worker, os.getpid(), delay=d) for d in (0.0, 0.0, 1.0, 1.0)]
     slow = r"worker 1 \(pid \d+, hosting envs 2\.\.3\) has not made its envs after 0\.3 s; still waiting"
     with pytest.warns(RuntimeWarning, match=slow) as got:  # fork: a worker under forkserver (Python 3.14's default)

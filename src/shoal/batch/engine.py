@@ -31,7 +31,7 @@ class BatchEngineFactory:
     actions_in_place: ClassVar[bool] = True
     """Its engines hand the env its actions read-only, so a large synchronous step may give the engines in the
     calling process rows of the caller's own batch instead of writing them into the buffers first
-    (:meth:`shoal.vector.base.VectorEnv.send`)."""
+    (:meth:`shoal.vector.batches.Batches.send`)."""
 
     def __call__(self, env_ids: range, buffers: Buffers, autoreset_mode: AutoresetMode) -> BatchEngine:
         return BatchEngine(self, env_ids, buffers, autoreset_mode)

@@ -23,37 +23,36 @@
   slower with 2 workers than with 1 on 2 cores for that reason).
 * In synchronous mode the calling process hosts one group itself (``inline``): it signals the workers, steps its own
   envs while they step theirs, then waits. Two cores are then used by two processes, with no idle parent.
-* Forking: under ``fork`` the workers are started with the parent's heap frozen (:func:`frozen_heap`), so that a
-  worker's garbage collector never finalizes an object it inherited. Ray's handles are such objects: a garbage
-  ``ActorHandle`` collected in a forked worker calls into Ray's core worker, whose threads did not survive the fork
-  (the worker hangs on their lock, its start never answered) and whose connections the parent still uses (the
-  parent's Ray then hangs in ``ray.nodes()`` or aborts). Spawn and forkserver workers inherit no objects.
+* Forking: under ``fork`` the workers are started with the parent's heap frozen
+  (:func:`~shoal.vector.processes.frozen_heap`), so that a worker's garbage collector never finalizes an object it
+  inherited. Ray's handles are such objects: a garbage ``ActorHandle`` collected in a forked worker calls into Ray's
+  core worker, whose threads did not survive the fork (the worker hangs on their lock, its start never answered)
+  and whose connections the parent still uses (the parent's Ray then hangs in ``ray.nodes()`` or aborts). Spawn and
+  forkserver workers inherit no objects.
 * Faults: a worker that dies closes its pipe; a waiting parent looks for closed pipes every
-  :data:`~shoal.vector.link.PEER_CHECK_S` (0.1 s), so its wait ends with :class:`WorkerDiedError`.
+  :data:`~shoal.vector.link.PEER_CHECK_S` (0.1 s), so its wait ends with :class:`WorkerDiedError`. How workers start,
+  are named when slow or dead, and stop: :mod:`shoal.vector.processes`.
 """
 
 from __future__ import annotations
 
-import gc
 import multiprocessing as mp
-import sys
 import time
-import warnings
 from collections import deque
-from contextlib import contextmanager
 from dataclasses import replace
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
 from shoal.errors import ConfigError, EnvError, WorkerDiedError
-from shoal.vector import _worker
+from shoal.vector import _worker, processes
 from shoal.vector.arena import shared_bytes
 from shoal.vector.buffers import BufferSpec, sequence_rows
 from shoal.vector.info_table import InfoTable
 from shoal.vector._counters import Counters
 from shoal.vector.channel import Channel, Poller
+from shoal.vector.processes import died, frozen_heap, reruns_main, slow_start, stop
 from shoal.vector.link import (
     EVENTS,
     ON_PIPE,
@@ -73,42 +72,8 @@ from shoal.vector.engine import Engine
 from shoal.vector.cpus import usable_cores
 from shoal.vector.transport import EngineFactory, Transport, answer_of, messages, pickled, raise_first, timed_out
 
-_CLOSE_GRACE_S = 2.0
 _DEFAULT_SPIN_US = 1000.0
-START_WARN_S = 60.0
-"""A worker whose envs are not ready this long after the parent began waiting for them is named in a warning."""
 
-
-@contextmanager
-def frozen_heap(forking: bool = True) -> Iterator[None]:
-    """While ``forking`` processes: every object the parent holds, garbage included, out of the garbage collector's
-    reach (``gc.freeze()``, as Python's docs advise before a fork), so that the children never finalize one. The
-    parent's heap is unfrozen afterwards, unless it was frozen before (then the caller froze it, and it stays)."""
-    if not forking:
-        yield
-        return
-    frozen_before = gc.get_freeze_count() > 0
-    gc.freeze()
-    try:
-        yield
-    finally:
-        if not frozen_before:
-            gc.unfreeze()
-
-
-def _reruns_main(method: str) -> str:
-    """What may have killed a worker as it started, where the start method runs the caller's main script again (as
-    ``__mp_main__``) before the worker: a script that makes a vector env at its top level makes one there too, and
-    multiprocessing stops it with a RuntimeError. Empty under fork, and where the main module is no script."""
-    script = getattr(sys.modules.get("__main__"), "__file__", None)
-    if method == "fork" or script is None:
-        return ""
-    default = {"forkserver": " (Python 3.14's default on Linux)", "spawn": " (the default on macOS and Windows)"}
-    return (
-        f"; under the {method!r} start method{default.get(method, '')} a worker's start runs the main script "
-        f"({script}) again, so a script that makes vector envs outside `if __name__ == \"__main__\":` kills its "
-        f"workers this way: put that code under it (or pass context='fork')"
-    )
 
 
 class MultiprocessingTransport(Transport):
@@ -141,9 +106,9 @@ class MultiprocessingTransport(Transport):
         if inline and self.hosts[0] != [0]:
             raise ValueError("inline: group 0 must be a host of its own")
         self._local = {g: members.index(g) for members in self.hosts for g in members}  # index within its host
-        processes = len(self.hosts) + (0 if inline else 1)
+        process_count = len(self.hosts) + (0 if inline else 1)
         if spin_us is None:
-            spin_us = _DEFAULT_SPIN_US if processes <= usable_cores() else 0.0
+            spin_us = _DEFAULT_SPIN_US if process_count <= usable_cores() else 0.0
         self._spin_s = spin_us / 1e6
         self._spin = Spin(self._spin_s)
         if context is not None and context not in mp.get_all_start_methods():
@@ -201,7 +166,7 @@ class MultiprocessingTransport(Transport):
                         ids = self.span(members)
                         raise WorkerDiedError(
                             f"worker {host} (hosting envs {ids.start}..{ids.stop - 1}) could not be started: "
-                            f"{type(exc).__name__}: {exc}{_reruns_main(ctx.get_start_method())}",
+                            f"{type(exc).__name__}: {exc}{reruns_main(ctx.get_start_method())}",
                             env_id=ids.start,
                         ) from exc
                     child_end.close()
@@ -211,9 +176,10 @@ class MultiprocessingTransport(Transport):
                 self._engine = factory(self.groups[0], self.buffers, autoreset_mode)
             for host, link in self._links.items():  # each worker says it is ready, or why not
                 try:
-                    answer = _worker.decode(link.channel.recv(self._slow_start(host), START_WARN_S))
+                    stalled = slow_start(host, self._procs[host], self.span(self.hosts[host]))
+                    answer = _worker.decode(link.channel.recv(stalled, processes.START_WARN_S))
                 except (EOFError, OSError):
-                    answer = (False, self._died(host, _reruns_main(ctx.get_start_method())))
+                    answer = (False, self._died(host, reruns_main(ctx.get_start_method())))
                 if answer != (True, _worker.READY):
                     raise_first([(self.hosts[host][0], answer)])
         except BaseException:
@@ -436,37 +402,9 @@ class MultiprocessingTransport(Transport):
         while queue:
             self._answers[queue.popleft()] = (False, error)
 
-    def _slow_start(self, host: int) -> Callable[[], None]:
-        """Called while worker ``host``'s envs are not ready after each :data:`START_WARN_S`: warns once, and the
-        wait goes on (making an env may take minutes; a worker that died ends the wait)."""
-        warned = False
-
-        def stalled() -> None:
-            nonlocal warned
-            if not warned:
-                warned = True
-                ids = self.span(self.hosts[host])
-                warnings.warn(
-                    f"shoal: worker {host} (pid {self._procs[host].pid}, hosting envs {ids.start}..{ids.stop - 1}) "
-                    f"has not made its envs after {START_WARN_S:g} s; still waiting. If making one env takes far less, "
-                    f"the worker may be deadlocked: a process forked while another of the parent's threads held a "
-                    f"lock inherits it held; context='spawn' or 'forkserver' starts workers without that risk",
-                    RuntimeWarning,
-                )
-
-        return stalled
-
     def _died(self, host: int, why: str = "") -> EnvError:
         """The error of worker ``host``'s death; ``why``: what may have caused it (as it started)."""
-        proc = self._procs[host]
-        proc.join(timeout=1.0)
-        ids = self.span(self.hosts[host])
-        return WorkerDiedError(
-            f"worker {host} (pid {proc.pid}, hosting envs {ids.start}..{ids.stop - 1}) died with exit code "
-            f"{proc.exitcode}{' (killed by signal ' + str(-proc.exitcode) + ')' if (proc.exitcode or 0) < 0 else ''}"
-            f"{why or '; close() this vector env and make a new one'}",
-            env_id=ids.start,
-        )
+        return died(host, self._procs[host], self.span(self.hosts[host]), why)
 
     # -- shutdown --------------------------------------------------------------------------------------------------
 
@@ -477,43 +415,10 @@ class MultiprocessingTransport(Transport):
         if isinstance(children, set):
             children.difference_update(self._procs.values())
 
+
     def close(self, terminate: bool = False) -> None:
-        deadline = time.monotonic() + _CLOSE_GRACE_S
-
-        def late() -> None:  # a worker not reading (stuck in an env) while a message an interrupt cut short waits
-            if time.monotonic() > deadline:
-                raise TimeoutError("the worker does not read its pipe")
-
-        for link in self._links.values():
-            if terminate:
-                break
-            try:
-                link.post(ON_PIPE, _worker.CLOSE, late, 0.1)
-            except OSError:  # already dead, or not reading: nothing to tell it (TimeoutError is an OSError)
-                continue
-        for link in self._links.values():  # a worker still writing an answer nobody will read gets EPIPE and exits;
-            link.channel.close()  # the others read CLOSE, which the pipe keeps for them
-        procs = list(self._procs.values())
-        if terminate:
-            for proc in procs:
-                proc.terminate()
-        _join_all(procs, _CLOSE_GRACE_S)  # one grace for all: workers stuck in an env's close wait it out together
-        stuck = [proc for proc in procs if proc.is_alive()]
-        for proc in stuck:
-            proc.terminate()
-        _join_all(stuck, _CLOSE_GRACE_S)
-        for proc in stuck:
-            if proc.is_alive():
-                proc.kill()
-                proc.join()
+        stop(list(self._links.values()), list(self._procs.values()), terminate)
         self._procs, self._links, self._queued, self._answers, self._waits = {}, {}, {}, {}, {}
         engine, self._engine = self._engine, None
         if engine is not None:
             engine.close()
-
-
-def _join_all(procs: list[Any], seconds: float) -> None:
-    """Join ``procs`` within ``seconds`` in all, not each."""
-    deadline = time.monotonic() + seconds
-    for proc in procs:
-        proc.join(timeout=max(0.0, deadline - time.monotonic()))

@@ -80,7 +80,7 @@ def nodes(ray: Any, timeout: float = NODES_TIMEOUT_S) -> list[tuple[str, int]]:
 
     ``ray.nodes()`` has no timeout of its own: it is asked in a thread, and a :class:`WaitTimeoutError` says so when
     it has not answered within ``timeout`` seconds, rather than the vector env's construction hanging (seen when a
-    forked process had used this process's Ray connections: see :func:`shoal.vector.multiproc.frozen_heap`)."""
+    forked process had used this process's Ray connections: see :func:`shoal.vector.processes.frozen_heap`)."""
     here = ray.get_runtime_context().get_node_id()
     answer: list[Any] = []
 

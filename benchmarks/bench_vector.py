@@ -2,7 +2,7 @@
 
     python benchmarks/bench_vector.py [--seconds 1] [--rounds 3] [--envs 8 16 64]
                                       [--workloads cartpole cartpole_stats burn200us dict halfcheetah lists
-                                                   widened cast tuples strided nested]
+                                                   widened cast tuples strided nested frames]
                                       [--autoreset-mode next_step|same_step|disabled] [--shoal-workers N ...]
                                       [--sequences L]
 

@@ -1,11 +1,13 @@
 """The benchmark workloads besides CartPole and MuJoCo's HalfCheetah (a CPU-heavy image env, a cheap
-Dict-observation env, cheap envs of list observations and of int32 arrays for an int64 space), and the side-by-side
+Dict-observation env, and cheap envs returning their observations in the forms hand-written envs do: lists, tuples,
+nested lists, arrays of another dtype, strided frames, a frame stack as a list of frames), and the side-by-side
 comparison that bench_vector.py and bench_sb3.py run over them."""
 
 from __future__ import annotations
 
 import argparse
 import time
+from collections import deque
 from typing import Any, Callable, Iterator
 
 import gymnasium as gym
@@ -168,6 +170,28 @@ class StridedFrameEnv(gym.Env):
         return self.screen[::2, ::2], 1.0, False, self.t >= 200, {}
 
 
+
+class FrameListEnv(gym.Env):
+    """A cheap image env that keeps its last 4 frames in a deque and returns them as a list (``list(self.frames)``,
+    as hand-written frame stacks do) for a (4, 84, 84) uint8 Box: a list holding arrays of the space's dtype."""
+
+    def __init__(self) -> None:
+        self.observation_space = spaces.Box(0, 255, (4, 84, 84), np.uint8)
+        self.action_space = spaces.Discrete(2)
+        self.frames: deque[np.ndarray] = deque(maxlen=4)
+        self.t = 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        self.frames.extend(np.zeros((84, 84), np.uint8) for _ in range(4))
+        return list(self.frames), {}
+
+    def step(self, action):
+        self.t += 1
+        self.frames.append(np.full((84, 84), self.t % 256, np.uint8))
+        return list(self.frames), 1.0, False, self.t >= 200, {}
+
 def cartpole():
     return gym.make("CartPole-v1")
 
@@ -187,7 +211,7 @@ WORKLOADS = {
     "cartpole": cartpole, "cartpole_stats": cartpole_stats, "burn200us": BurnEnv, "dict": DictObsEnv,
     "halfcheetah": halfcheetah, "lists": ListObsEnv, "widened": WidenedObsEnv,
     "cast": CastObsEnv, "tuples": TupleObsEnv, "strided": StridedFrameEnv,
-    "nested": NestedListObsEnv,
+    "nested": NestedListObsEnv, "frames": FrameListEnv,
 }
 DEFAULT_WORKLOADS = ["cartpole", "burn200us", "dict"]
 

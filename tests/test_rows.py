@@ -72,9 +72,9 @@ DICT_SPACE = spaces.Dict(
 
 class VariedDict(gym.Env):
     """A Dict observation (a Tuple inside) whose scalar leaves come as Python ints and floats, numpy scalars and 0-d
-    arrays, its tuple as a tuple or a list, its arrays as float64 for float32 and its frame strided (a transpose) at
-    times; ``exact``: only values the fast path takes (no int32 for the Discrete, no float32 for the float64 leaf, no
-    list for the tuple)."""
+    arrays, its tuple as a tuple or a list, its arrays as float64 for float32 and its frame strided (a transpose) or
+    as a list of its rows at times; ``exact``: only values the fast path takes (no int32 for the Discrete, no float32
+    for the float64 leaf, no list for the tuple, no strided rows in the frame's list)."""
 
     observation_space = DICT_SPACE
     action_space = spaces.Discrete(2)
@@ -94,6 +94,8 @@ class VariedDict(gym.Env):
         pos = np.full(2, t / 10 % 1, np.float32 if t % 2 else np.float64)
         frame = ((np.arange(6).reshape(2, 3) + t) % 256).astype(np.uint8).T  # a strided field, at times
         frame = np.ascontiguousarray(frame) if t % 2 else frame
+        if t % 5 == 1:  # a list of its rows (arrays of the leaf's dtype; strided ones take the slow path), at times
+            frame = list(np.ascontiguousarray(frame) if self.exact else frame)
         pair = (t % 3, frame) if t % 3 or self.exact else [t % 3, frame]
         kinds = 2 if self.exact else 4
         return {"id": ids[t % 3 if self.exact else t % 4], "pos": pos, "pair": pair, "level": level[(t // 4) % kinds]}
@@ -221,6 +223,17 @@ def test_what_it_takes_is_stored_as_numpys_writes_store_it():
             ([1, 2, 3], (np.float32(1 / 3), np.float64(0.1), -1))]),
         (spaces.Box(-9, 9, (2, 2, 2), np.int8), [[[[-128, 127], [0, 1]], [(2, 3), [-1, -2]]]]),
         (spaces.Box(-9, 9, (2, 1), np.float64), [[[0.1], [2**62 + 1]]]),
+        # lists and tuples of arrays of the leaf's dtype (a frame stack kept as a list of frames), at any level
+        (spaces.Box(0, 255, (4, 3, 2), np.uint8), [
+            [np.full((3, 2), k, np.uint8) for k in (0, 255, 7, 128)],
+            tuple(np.arange(6, dtype=np.uint8).reshape(3, 2) + k for k in range(4)),
+            [[np.array([k, j], np.uint8) for j in range(3)] for k in range(4)],
+            [[np.array([9, j], np.uint8) for j in range(3)], np.zeros((3, 2), np.uint8)] * 2]),  # (a mix of levels)
+        (spaces.Box(-np.inf, np.inf, (2, 3), np.float32), [
+            [np.array([np.nan, -0.0, 1e-45], np.float32), np.array([np.inf, 1 / 3, -2.5], np.float32)]]),
+        (spaces.Box(-9, 9, (2, 2), np.int64), [(np.array([2**63 - 1, -2**63]), np.array([0, 1]))]),
+        (spaces.Box(0, 1, (2, 2), np.bool_), [[np.array([True, False]), np.array([False, True])]]),
+        (spaces.MultiBinary((2, 3)), [[np.array([1, 0, 1], np.int8), np.array([0, 0, 1], np.int8)]]),
     ]:
         layout, fast = _batch(space)
         _, slow = _batch(space)
@@ -280,7 +293,18 @@ Pair = namedtuple("Pair", "x y")
         (spaces.Box(-1, 1, (2,), np.float32), (0.5, True)),  # tuples: as lists
         (spaces.Box(-1, 1, (2,), np.float32), (0.5,)),
         (spaces.Box(0, 255, (2,), np.uint8), (1, 2)),
-        (spaces.Box(-1, 1, (2, 2), np.float32), [[0.5, 0.5], np.array([0.5, 0.5])]),  # an array inside
+        (spaces.Box(-1, 1, (2, 2), np.float32), [[0.5, 0.5], np.array([0.5, 0.5])]),  # numbers and an array
+        (spaces.Box(-1, 1, (2, 2), np.float32), [np.array([0.5, 0.5], np.float32), [0.5, 0.5]]),
+        (spaces.Box(0, 255, (2, 2), np.uint8), [np.array([1, 2], np.uint8), [3, 4]]),  # int64 to numpy: refused
+        (spaces.Box(0, 255, (2, 2), np.uint8), [np.array([1, 2], np.uint8), np.array([1, 2])]),  # another dtype
+        (spaces.Box(-1, 1, (2, 2), np.float32), [np.array([0.5, 0.5]), np.array([0.5, 0.5])]),  # (float64)
+        (spaces.Box(0, 255, (2, 2), np.uint8), [np.arange(4, dtype=np.uint8)[::2]] * 2),  # not contiguous
+        (spaces.Box(0, 255, (2, 2), np.uint8), [np.zeros(3, np.uint8), np.zeros(3, np.uint8)]),  # another shape
+        (spaces.Box(0, 255, (2, 2), np.uint8), [np.zeros((1, 2), np.uint8), np.zeros((1, 2), np.uint8)]),
+        (spaces.Box(0, 255, (2, 2), np.uint8), [np.uint8(1), np.zeros(2, np.uint8)]),  # a scalar for a level
+        (spaces.Box(0, 255, (2,), np.uint8), [np.array(1, np.uint8), np.array(2, np.uint8)]),  # 0-d arrays
+        (spaces.Box(0, 255, (2, 2), np.uint8), [np.ma.zeros(2, np.uint8)] * 2),  # an array's subclass
+        (spaces.Box(0, 255, (2, 2), np.dtype(">u2")), [np.zeros(2, "<u2")] * 2),  # another byte order
         (spaces.Box(-1, 1, (2, 2), np.float32), [[0.5, 0.5], [0.5, 0.5], [0.5, 0.5]]),
         (spaces.Box(-1, 1, (2, 2), np.float32), [0.5, 0.5]),  # flat for a 2-D leaf: numpy would broadcast it
         (spaces.Box(-1, 1, (2, 2), np.float32), [[0.5, 0.5], [0.5, 1e300]]),
@@ -293,8 +317,10 @@ Pair = namedtuple("Pair", "x y")
          "uint8", "uint64", "float-for-int", "numpy-int", "empty-for-int", "int64-past-int32", "int64-below-int32",
          "uint64-past-int64", "uint16-past-uint8", "int8-for-uint8", "float64-for-int64", "int32-for-float16",
          "float16", "big-endian", "strided", "shape", "strided-shape", "tuple-bool", "tuple-short", "tuple-uint8",
-         "array-inside", "nested-long", "flat-for-2d", "nested-past-float32", "nested-namedtuple", "nested-int8-128",
-         "nested-empty", "namedtuple"],
+         "array-inside", "array-then-list", "array-then-ints", "arrays-of-two-dtypes", "float64-arrays",
+         "strided-arrays", "arrays-of-another-shape", "arrays-of-more-dims", "scalar-beside-array", "0-d-arrays",
+         "masked-arrays", "arrays-of-another-byte-order", "nested-long", "flat-for-2d", "nested-past-float32",
+         "nested-namedtuple", "nested-int8-128", "nested-empty", "namedtuple"],
 )
 def test_values_the_writer_does_not_store_as_numpy_does_go_the_slow_path(space, value):
     layout, batch = _batch(space)

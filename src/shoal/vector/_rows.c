@@ -23,7 +23,9 @@
  *   int for an int64 leaf, a Python float for a float32 or float64 leaf; for a leaf of 1 or more dims also a list or
  *   a tuple (not a subclass; nested, for more dims) of its shape: of Python floats, numpy float64 and float32 scalars
  *   and Python ints that fit int64 for a float32 or float64 leaf (none past float32's range), of Python ints in the
- *   leaf's range for a signed integer leaf (converted as numpy's write of the list converts them); an array of
+ *   leaf's range for a signed integer leaf (converted as numpy's write of the list converts them), or, at a level
+ *   above the numbers, of exact C-contiguous arrays of the leaf's dtype and of the dims below (a list of frames for
+ *   a stack of them; all the innermost items arrays, or all numbers: a mix is one dtype to numpy); an array of
  *   another dtype that numpy casts to the leaf's as the same kind (bools, integers and float32 into an integer,
  *   float32 or float64 leaf, never signed into unsigned: int32 for an int64 space, int64 for a float32 or an int32
  *   one, float32 for a float64 one), each integer within an integer leaf's range, C-contiguous, converted as that
@@ -79,8 +81,8 @@ typedef struct {
     /* filled per put: where this leaf's value comes from */
     enum source source;
     const char *src;
-    PyObject *list; /* LIST: the list or tuple of Python numbers (borrowed; nothing runs between its check and its
-                     * write) */
+    PyObject *list; /* LIST: the list or tuple of Python numbers or arrays (borrowed; nothing runs between its check
+                     * and its write) */
     PyArrayObject *strided; /* STRIDED: the array (borrowed, as `list` is) */
     char from_kind; /* CAST: the source array's kind ('b', 'i', 'u' or 'f') and item size */
     npy_intp from_size;
@@ -369,12 +371,46 @@ static int list_integer(Leaf *leaf, PyObject *item, long long *out) {
     return 1;
 }
 
+enum terminals { UNSEEN, NUMBERS, ARRAYS }; /* what a sequence's innermost items are, all of them alike */
+
+/* The bytes of one item of level `depth` of `leaf` (a row of the dims after it). */
+static npy_intp level_bytes(Leaf *leaf, int depth) {
+    npy_intp bytes = PyArray_ITEMSIZE(leaf->view);
+    for (int d = depth + 1; d < leaf->nd; d++) {
+        bytes *= leaf->dims[d];
+    }
+    return bytes;
+}
+
+/* Whether `item` is an item of level `depth` of `leaf` that numpy reads as it is (a frame of a list of frames): an
+ * exact, C-contiguous numpy array of the leaf's dtype and of the dims after `depth`. */
+static int exact_part(Leaf *leaf, PyObject *item, int depth) {
+    if (!PyArray_CheckExact(item)) {
+        return 0;
+    }
+    PyArrayObject *array = (PyArrayObject *)item;
+    PyArray_Descr *descr = PyArray_DESCR(array);
+    if (PyArray_NDIM(array) != leaf->nd - depth - 1 || !PyArray_IS_C_CONTIGUOUS(array) ||
+        !(descr == leaf->descr || PyArray_EquivTypes(descr, leaf->descr))) {
+        return 0;
+    }
+    for (int d = depth + 1; d < leaf->nd; d++) {
+        if (PyArray_DIM(array, d - depth - 1) != leaf->dims[d]) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
 /* Whether `seq` (an exact list or tuple) holds level `depth` of a value of `leaf`: dims[depth] items, each an exact
- * list or tuple of the next level, down to numbers list_double (a float32 or float64 leaf; none past float32's range
- * for a float32 leaf, of which numpy's write warns once per item: the slow path reports them) or list_integer (a
- * signed integer leaf) takes. */
-static int sequence_fits(Leaf *leaf, PyObject *seq, int depth) {
+ * list or tuple of the next level or an array exact_part takes (a part of the leaf), down to numbers list_double (a
+ * float32 or float64 leaf; none past float32's range for a float32 leaf, of which numpy's write warns once per item:
+ * the slow path reports them) or list_integer (a signed integer leaf) takes. The innermost items are all numbers or
+ * all arrays (*terminals): numpy reads a mix of both as one dtype found from them all, which the full checks weigh. */
+static int sequence_fits(Leaf *leaf, PyObject *seq, int depth, enum terminals *terminals) {
     int type = leaf->descr->type_num;
+    int numbers = type == NPY_FLOAT || type == NPY_DOUBLE ||
+                  (leaf->descr->kind == 'i' && PyArray_ISNBO(leaf->descr->byteorder));
     Py_ssize_t length = PySequence_Fast_GET_SIZE(seq);
     if (length != leaf->dims[depth]) {
         return 0;
@@ -382,10 +418,22 @@ static int sequence_fits(Leaf *leaf, PyObject *seq, int depth) {
     for (Py_ssize_t k = 0; k < length; k++) {
         PyObject *item = PySequence_Fast_GET_ITEM(seq, k);
         if (depth + 1 < leaf->nd) {
-            if (!(PyList_CheckExact(item) || PyTuple_CheckExact(item)) || !sequence_fits(leaf, item, depth + 1)) {
+            if (PyList_CheckExact(item) || PyTuple_CheckExact(item)) {
+                if (!sequence_fits(leaf, item, depth + 1, terminals)) {
+                    return 0;
+                }
+            } else if (*terminals == NUMBERS || !exact_part(leaf, item, depth)) {
                 return 0;
+            } else {
+                *terminals = ARRAYS;
             }
-        } else if (type == NPY_FLOAT || type == NPY_DOUBLE) {
+            continue;
+        }
+        if (*terminals == ARRAYS || !numbers) {
+            return 0;
+        }
+        *terminals = NUMBERS;
+        if (type == NPY_FLOAT || type == NPY_DOUBLE) {
             double d;
             if (!list_double(item, &d) || (type == NPY_FLOAT && isinf((float)d) && !isinf(d))) {
                 return 0;
@@ -401,16 +449,16 @@ static int sequence_fits(Leaf *leaf, PyObject *seq, int depth) {
 }
 
 /* Whether `list` (an exact list or tuple, of lists or tuples for a leaf of more dims: numpy reads them alike) is
- * stored exactly in `leaf`, a float32, float64 or signed integer leaf of its shape (sequence_fits). (An empty list is
- * float64 to numpy, which the full checks refuse for an integer leaf, as they refuse Python ints for an unsigned leaf,
- * as Gymnasium's SyncVectorEnv does: int64 does not cast to it as the same kind. A leaf of more dims and no items is
- * left to them: [] is no (0, 2) array.) 1 and leaf->source set to LIST, else 0. */
+ * stored exactly in `leaf`, of its shape (sequence_fits): numbers for a float32, float64 or signed integer leaf,
+ * arrays of any leaf's dtype. (An empty list is float64 to numpy, which the full checks refuse for an integer leaf,
+ * as they refuse Python ints for an unsigned leaf, as Gymnasium's SyncVectorEnv does: int64 does not cast to it as
+ * the same kind. A leaf of more dims and no items is left to them: [] is no (0, 2) array.) 1 and leaf->source set
+ * to LIST, else 0. */
 static int list_fits(Leaf *leaf, PyObject *list) {
-    int type = leaf->descr->type_num;
-    int floats = type == NPY_FLOAT || type == NPY_DOUBLE;
-    int integers = leaf->descr->kind == 'i' && PyArray_ISNBO(leaf->descr->byteorder);
-    if (leaf->nd < 1 || !(floats || integers) || (leaf->nbytes == 0 && (integers || leaf->nd > 1)) ||
-        !sequence_fits(leaf, list, 0)) {
+    int floats = leaf->descr->type_num == NPY_FLOAT || leaf->descr->type_num == NPY_DOUBLE;
+    enum terminals terminals = UNSEEN;
+    if (leaf->nd < 1 || (leaf->nbytes == 0 && (!floats || leaf->nd > 1)) ||
+        !sequence_fits(leaf, list, 0, &terminals)) {
         return 0;
     }
     leaf->source = LIST;
@@ -445,6 +493,9 @@ static void write_sequence(Leaf *leaf, PyObject *seq, int depth, char **at) {
         if (depth + 1 < leaf->nd) {
             if (PyList_CheckExact(item) || PyTuple_CheckExact(item)) {
                 write_sequence(leaf, item, depth + 1, at);
+            } else if (PyArray_CheckExact(item) && PyArray_NBYTES((PyArrayObject *)item) == level_bytes(leaf, depth)) {
+                memcpy(*at, PyArray_BYTES((PyArrayObject *)item), level_bytes(leaf, depth));
+                *at += level_bytes(leaf, depth);
             }
             continue;
         }

@@ -4,10 +4,10 @@ numpy would broadcast an observation of shape ``(1,)`` into a ``(4,)`` row, stor
 frame into ``uint8`` without a word; an env that does any of that is a bug the user must hear about, with the env
 named. The engine (:mod:`shoal.vector.gym_engine`) runs these full checks on every step or reset whose results its
 C writer (:mod:`shoal.vector._rows`) does not take as they are: it takes only values these checks accept, of the
-leaf's shape, in the forms envs commonly return (arrays, lists, tuples, Python and numpy scalars), so the checks cost
-nothing on their steps. They accept what numpy casts as the same kind, as Gymnasium's vector envs store it (a Python
-int for a Discrete, float64 for a float32 Box, int64 for an int32 one with every value in its range, a list of the
-right shape), and raise :class:`~shoal.errors.EnvOutputError` for the rest.
+leaf's shape, in the forms envs commonly return (arrays, lists and tuples of numbers or of arrays, Python and numpy
+scalars), so the checks cost nothing on their steps. They accept what numpy casts as the same kind, as Gymnasium's
+vector envs store it (a Python int for a Discrete, float64 for a float32 Box, int64 for an int32 one with every value
+in its range, a list of the right shape), and raise :class:`~shoal.errors.EnvOutputError` for the rest.
 """
 
 from __future__ import annotations

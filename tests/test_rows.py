@@ -34,8 +34,9 @@ FLOAT_OBS = [
     np.array([1, 2**60 + 2**36 + 1, -3, 2**24 + 1]),  # int64: rounded into float32 as numpy casts them
     np.arange(4, dtype=np.float32).astype(">f4"),  # big-endian (the slow path)
 ]
-REWARDS = [1.5, -2, True, np.float64(0.125), np.float32(0.3), np.int64(7), np.bool_(True), 10**20, np.float16(0.5)]
-FLAGS = [False, np.bool_(False), 0, np.int64(0)]  # none of them ends an episode
+REWARDS = [1.5, -2, True, np.float64(0.125), np.float32(0.3), np.int64(7), np.bool_(True), 10**20, np.float16(0.5),
+           np.array(0.25), np.array(3, np.int32)]  # (0-d arrays: np.where of scalars returns one)
+FLAGS = [False, np.bool_(False), 0, np.int64(0), np.array(False)]  # none of them ends an episode
 
 
 class Varied(gym.Env):
@@ -407,7 +408,9 @@ def test_rewards_and_flags_are_stored_as_floats_and_bools():
     put = RowWriter([((), (), batch)], rewards, terms, truncs).put
     obs = np.ones(1, np.float32)
     numpy_ones = [np.int64(-7), np.uint64(2**64 - 1), np.int8(-3), np.float16(0.3), np.bool_(True)]
-    for reward in [1.5, -3, True, False, np.float64(0.125), np.float32(0.3), *numpy_ones]:
+    zero_d = [np.array(0.1), np.array(0.3, np.float32), np.array(2**64 - 1, np.uint64), np.array(-3, np.int8),
+              np.array(0.3, np.float16), np.array(True), np.array(1.5, ">f8")]
+    for reward in [1.5, -3, True, False, np.float64(0.125), np.float32(0.3), *numpy_ones, *zero_d]:
         assert put(0, 1, obs, reward, False, False) == 1, reward
         stored = np.zeros(1)
         stored[0] = reward  # as numpy casts it
@@ -417,6 +420,7 @@ def test_rewards_and_flags_are_stored_as_floats_and_bools():
     assert put(0, 1, obs, 0.0, False, False) == 1 and not terms[1] and not truncs[1]
     assert put(0, 1, obs, 0.0, 0, 1) == 2 and not terms[1] and truncs[1]  # ints 0 and 1, as the full checks take them
     assert put(0, 1, obs, 0.0, np.uint8(1), np.int64(0)) == 2 and terms[1] and not truncs[1]  # numpy's too
+    assert put(0, 1, obs, 0.0, np.array(False), np.array(True)) == 2 and not terms[1] and truncs[1]  # 0-d bool arrays
 
 
 @pytest.mark.parametrize(
@@ -451,10 +455,23 @@ def test_rewards_and_flags_are_stored_as_floats_and_bools():
          np.complex64(1), False, False),
         ({"id": 1, "pos": np.zeros(2, np.float32), "pair": (1, np.zeros((3, 2), np.uint8)), "level": 0.5},
          np.longdouble(0.1), False, False),  # (the full checks take it; numpy rounds it to float64)
+        ({"id": 1, "pos": np.zeros(2, np.float32), "pair": (1, np.zeros((3, 2), np.uint8)), "level": 0.5},
+         np.array(0.1, np.longdouble), False, False),  # the same, 0-d
+        ({"id": 1, "pos": np.zeros(2, np.float32), "pair": (1, np.zeros((3, 2), np.uint8)), "level": 0.5},
+         np.array(1 + 0j), False, False),
+        ({"id": 1, "pos": np.zeros(2, np.float32), "pair": (1, np.zeros((3, 2), np.uint8)), "level": 0.5},
+         np.array(1.0, object), False, False),
+        ({"id": 1, "pos": np.zeros(2, np.float32), "pair": (1, np.zeros((3, 2), np.uint8)), "level": 0.5},
+         np.array([1.0]), False, False),  # one item, not 0-d
+        ({"id": 1, "pos": np.zeros(2, np.float32), "pair": (1, np.zeros((3, 2), np.uint8)), "level": 0.5}, 1.0,
+         np.array(1), False),  # a 0-d int array for a flag: the full checks refuse it
+        ({"id": 1, "pos": np.zeros(2, np.float32), "pair": (1, np.zeros((3, 2), np.uint8)), "level": 0.5}, 1.0,
+         False, np.array([True])),
     ],
     ids=["leaf-str", "missing-key", "extra-key", "extra-item", "broadcast", "float-for-uint8", "float-for-discrete",
          "int-past-int64", "reward-none", "reward-str", "flag-int", "flag-none", "flag-numpy-2", "reward-complex",
-         "reward-longdouble"],
+         "reward-longdouble", "reward-0-d-longdouble", "reward-0-d-complex", "reward-0-d-object", "reward-1-item",
+         "flag-0-d-int", "flag-1-item"],
 )
 def test_anything_else_writes_nothing(obs, reward, terminated, truncated):
     """All or nothing: the caller's slow path decides, so no row is left half written."""
@@ -534,6 +551,14 @@ class NumpyScalars(gym.Wrapper):
         return obs, np.int64(reward), np.int64(terminated), np.uint8(truncated), info
 
 
+class ZeroDResults(gym.Wrapper):
+    """CartPole whose reward and flags are 0-d arrays (``np.where`` and ``np.asarray`` of scalars return them)."""
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        return obs, np.where(terminated, 0.0, reward), np.asarray(terminated), np.asarray(truncated), info
+
+
 def _minigrid():
     import minigrid  # noqa: F401 (registers its ids)
 
@@ -553,11 +578,12 @@ def _minigrid():
         functools.partial(Said, exact=True),
         Words,
         lambda: NumpyScalars(gym.make("CartPole-v1")),
+        lambda: ZeroDResults(gym.make("CartPole-v1")),
         pytest.param(_minigrid, marks=pytest.mark.skipif(
             importlib.util.find_spec("minigrid") is None, reason="minigrid is not installed (the test extra has it)")),
     ],
     ids=["cartpole", "pendulum", "dict-of-python-and-numpy-scalars", "ordered-dict", "float64-for-float32",
-         "dict-with-text", "text", "numpy-int-rewards-and-flags", "minigrid"],
+         "dict-with-text", "text", "numpy-int-rewards-and-flags", "0-d-array-rewards-and-flags", "minigrid"],
 )
 def test_well_behaved_envs_never_take_the_slow_path(monkeypatch, env_fn):
     slow = []  # the observations the full checks saw (the slow path of a step or a reset)

@@ -30,8 +30,9 @@
  *   float32 or float64 leaf, never signed into unsigned: int32 for an int64 space, int64 for a float32 or an int32
  *   one, float32 for a float64 one), each integer within an integer leaf's range, C-contiguous, converted as that
  *   cast converts it; reached through dicts, OrderedDicts and tuples (not their subclasses) of the space's sizes;
- * - the reward a Python float, int or bool, or a numpy float64, float32, float16, integer or bool;
- * - each flag a Python or numpy bool, or a Python or numpy int 0 or 1.
+ * - the reward a Python float, int or bool, or a numpy float64, float32, float16, integer or bool, or a 0-d array of
+ *   one of those (np.where of scalars returns one);
+ * - each flag a Python or numpy bool or a 0-d bool array, or a Python or numpy int 0 or 1.
  * put_obs(row, obs) -> 0 or 1: the same for an observation alone (a reset's).
  * Anything else returns 0 with nothing written, and the caller takes the slow path: the full checks, which name the
  * env and what was wrong, then numpy's own writes. numpy's own writes would broadcast a (1,)-shaped observation into
@@ -682,7 +683,28 @@ static int classify(Leaf *leaf, PyObject *value) {
     return 0;
 }
 
+/* A 0-d numpy array (np.where of scalars returns one): 1 and *out its item as a Python object (a new reference: a
+ * float, int or bool, or a numpy scalar for dtypes Python has no type for), else 0. */
+static int zero_d_item(PyObject *value, PyObject **out) {
+    if (!PyArray_CheckExact(value) || PyArray_NDIM((PyArrayObject *)value) != 0) {
+        return 0;
+    }
+    *out = PyArray_GETITEM((PyArrayObject *)value, PyArray_DATA((PyArrayObject *)value));
+    if (*out == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    return 1;
+}
+
 static int as_flag(PyObject *value, npy_bool *out) {
+    if (PyArray_CheckExact(value) && PyArray_NDIM((PyArrayObject *)value) == 0) { /* a bool one, as the checks take */
+        if (PyArray_TYPE((PyArrayObject *)value) != NPY_BOOL) {
+            return 0;
+        }
+        *out = *(npy_bool *)PyArray_DATA((PyArrayObject *)value) != 0;
+        return 1;
+    }
     if (value == Py_True || value == Py_False) {
         *out = value == Py_True;
         return 1;
@@ -738,6 +760,14 @@ static int as_reward(PyObject *value, double *out) {
     if (PyArray_IsScalar(value, Float)) {
         *out = (double)PyArrayScalar_VAL(value, Float);
         return 1;
+    }
+    PyObject *item;
+    if (zero_d_item(value, &item)) { /* of bools, ints or floats, read as the scalar it holds (not a complex one) */
+        int kind = PyArray_DESCR((PyArrayObject *)value)->kind;
+        int done = (kind == 'b' || kind == 'i' || kind == 'u' || kind == 'f') && !PyArray_Check(item) &&
+                   as_reward(item, out);
+        Py_DECREF(item);
+        return done;
     }
     return 0;
 }

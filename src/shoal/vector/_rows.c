@@ -683,22 +683,8 @@ static int classify(Leaf *leaf, PyObject *value) {
     return 0;
 }
 
-/* A 0-d numpy array (np.where of scalars returns one): 1 and *out its item as a Python object (a new reference: a
- * float, int or bool, or a numpy scalar for dtypes Python has no type for), else 0. */
-static int zero_d_item(PyObject *value, PyObject **out) {
-    if (!PyArray_CheckExact(value) || PyArray_NDIM((PyArrayObject *)value) != 0) {
-        return 0;
-    }
-    *out = PyArray_GETITEM((PyArrayObject *)value, PyArray_DATA((PyArrayObject *)value));
-    if (*out == NULL) {
-        PyErr_Clear();
-        return 0;
-    }
-    return 1;
-}
-
 static int as_flag(PyObject *value, npy_bool *out) {
-    if (PyArray_CheckExact(value) && PyArray_NDIM((PyArrayObject *)value) == 0) { /* a bool one, as the checks take */
+    if (PyArray_CheckExact(value) && PyArray_NDIM((PyArrayObject *)value) == 0) { /* a 0-d bool array, as the checks */
         if (PyArray_TYPE((PyArrayObject *)value) != NPY_BOOL) {
             return 0;
         }
@@ -761,11 +747,20 @@ static int as_reward(PyObject *value, double *out) {
         *out = (double)PyArrayScalar_VAL(value, Float);
         return 1;
     }
-    PyObject *item;
-    if (zero_d_item(value, &item)) { /* of bools, ints or floats, read as the scalar it holds (not a complex one) */
+    if (PyArray_CheckExact(value) && PyArray_NDIM((PyArrayObject *)value) == 0) {
+        /* a 0-d array (np.where of scalars returns one) of bools, ints or floats, read as the scalar it holds: a
+         * Python bool, int or float (none of them tracked by the garbage collector, so making it runs nothing), or
+         * a numpy long double, which the slow path takes */
         int kind = PyArray_DESCR((PyArrayObject *)value)->kind;
-        int done = (kind == 'b' || kind == 'i' || kind == 'u' || kind == 'f') && !PyArray_Check(item) &&
-                   as_reward(item, out);
+        if (kind != 'b' && kind != 'i' && kind != 'u' && kind != 'f') {
+            return 0;
+        }
+        PyObject *item = PyArray_GETITEM((PyArrayObject *)value, PyArray_DATA((PyArrayObject *)value));
+        if (item == NULL) {
+            PyErr_Clear();
+            return 0;
+        }
+        int done = as_reward(item, out);
         Py_DECREF(item);
         return done;
     }

@@ -1,9 +1,9 @@
 """A step's two halves: ``send`` checks the actions and starts the batch the caller holds, ``recv`` waits for it.
 
-``send`` takes one action per env (checked against the action space once per batch, written into the shared buffers,
-or read in place by the engines of the calling process when the batch is large) or one action sequence per env (run
-inside each env's worker, :class:`~shoal.vector.commands.Sequences`). ``recv`` collects the answers: in synchronous
-mode every group's, copying each group's results out as it comes where that pays
+``send`` takes one action per env (checked against the action space, the whole batch at once; written into the shared
+buffers, or read in place by the engines of the calling process when the batch is large) or one action sequence per
+env (run inside each env's worker, :class:`~shoal.vector.commands.Sequences`). ``recv`` collects the answers: in
+synchronous mode every group's, copying each group's results out as it comes where that pays
 (:class:`~shoal.vector.copies.SplitCopies`); in asynchronous mode the first ``batch_size`` envs to finish
 (first-N-of-M), whose groups the caller then holds. :class:`~shoal.vector.base.VectorEnv` derives ``step`` from them.
 """

@@ -52,7 +52,6 @@ from shoal.vector.buffers import BufferSpec, sequence_rows
 from shoal.vector.info_table import InfoTable
 from shoal.vector._counters import Counters
 from shoal.vector.channel import Channel, Poller
-from shoal.vector.processes import died, frozen_heap, reruns_main, slow_start, stop
 from shoal.vector.link import (
     EVENTS,
     ON_PIPE,
@@ -73,7 +72,6 @@ from shoal.vector.cpus import usable_cores
 from shoal.vector.transport import EngineFactory, Transport, answer_of, messages, pickled, raise_first, timed_out
 
 _DEFAULT_SPIN_US = 1000.0
-
 
 
 class MultiprocessingTransport(Transport):
@@ -147,7 +145,7 @@ class MultiprocessingTransport(Transport):
         self._plans: dict[tuple[int, ...], tuple[list[tuple[int, list[int], list[int]]], bool]] = {}  # see step()
         factory_bytes = pickled(factory, "the env constructors (to start the worker processes)")
         try:
-            with frozen_heap(ctx.get_start_method() == "fork"):
+            with processes.frozen_heap(ctx.get_start_method() == "fork"):
                 for host, members in enumerate(self.hosts):
                     if inline and host == 0:
                         continue
@@ -166,7 +164,7 @@ class MultiprocessingTransport(Transport):
                         ids = self.span(members)
                         raise WorkerDiedError(
                             f"worker {host} (hosting envs {ids.start}..{ids.stop - 1}) could not be started: "
-                            f"{type(exc).__name__}: {exc}{reruns_main(ctx.get_start_method())}",
+                            f"{type(exc).__name__}: {exc}{processes.reruns_main(ctx.get_start_method())}",
                             env_id=ids.start,
                         ) from exc
                     child_end.close()
@@ -176,10 +174,10 @@ class MultiprocessingTransport(Transport):
                 self._engine = factory(self.groups[0], self.buffers, autoreset_mode)
             for host, link in self._links.items():  # each worker says it is ready, or why not
                 try:
-                    stalled = slow_start(host, self._procs[host], self.span(self.hosts[host]))
+                    stalled = processes.slow_start(host, self._procs[host], self.span(self.hosts[host]))
                     answer = _worker.decode(link.channel.recv(stalled, processes.START_WARN_S))
                 except (EOFError, OSError):
-                    answer = (False, self._died(host, reruns_main(ctx.get_start_method())))
+                    answer = (False, self._died(host, processes.reruns_main(ctx.get_start_method())))
                 if answer != (True, _worker.READY):
                     raise_first([(self.hosts[host][0], answer)])
         except BaseException:
@@ -404,7 +402,7 @@ class MultiprocessingTransport(Transport):
 
     def _died(self, host: int, why: str = "") -> EnvError:
         """The error of worker ``host``'s death; ``why``: what may have caused it (as it started)."""
-        return died(host, self._procs[host], self.span(self.hosts[host]), why)
+        return processes.died(host, self._procs[host], self.span(self.hosts[host]), why)
 
     # -- shutdown --------------------------------------------------------------------------------------------------
 
@@ -417,7 +415,7 @@ class MultiprocessingTransport(Transport):
 
 
     def close(self, terminate: bool = False) -> None:
-        stop(list(self._links.values()), list(self._procs.values()), terminate)
+        processes.stop(list(self._links.values()), list(self._procs.values()), terminate)
         self._procs, self._links, self._queued, self._answers, self._waits = {}, {}, {}, {}, {}
         engine, self._engine = self._engine, None
         if engine is not None:

@@ -303,7 +303,7 @@ Pair = namedtuple("Pair", "x y")
         (spaces.Box(0, 255, (2, 2), np.uint8), [np.zeros(3, np.uint8), np.zeros(3, np.uint8)]),  # another shape
         (spaces.Box(0, 255, (2, 2), np.uint8), [np.zeros((1, 2), np.uint8), np.zeros((1, 2), np.uint8)]),
         (spaces.Box(0, 255, (2, 2), np.uint8), [np.uint8(1), np.zeros(2, np.uint8)]),  # a scalar for a level
-        (spaces.Box(0, 255, (2,), np.uint8), [np.array(1, np.uint8), np.array(2, np.uint8)]),  # 0-d arrays
+        (spaces.Box(-1, 1, (2,), np.float32), [np.array(0.5, np.float32), np.array(0.25, np.float32)]),  # 0-d
         (spaces.Box(0, 255, (2, 2), np.uint8), [np.ma.zeros(2, np.uint8)] * 2),  # an array's subclass
         (spaces.Box(0, 255, (2, 2), np.dtype(">u2")), [np.zeros(2, "<u2")] * 2),  # another byte order
         (spaces.Box(-1, 1, (2, 2), np.float32), [[0.5, 0.5], [0.5, 0.5], [0.5, 0.5]]),

@@ -1,6 +1,7 @@
 """shoal.envpool against the real EnvPool package: task ids, defaults, spaces, info keys and dtypes, episode
 boundaries under episodic_life, asynchronous batches; and the unmodified cleanrl script that uses it."""
 
+import importlib.util
 import subprocess
 import sys
 import warnings
@@ -13,7 +14,7 @@ import gymnasium
 
 from shoal import envpool as ours
 from shoal.envpool.gymnasium_tasks import DEFAULTS as GYMNASIUM_DEFAULTS
-from shoal.errors import ConfigError, ShoalError
+from shoal.errors import ConfigError, MissingDependencyError, ShoalError
 
 # The real EnvPool package (in the test extra) is compared against. Any ImportError skips: envpool 1.2.7 (what
 # Python 3.13 and 3.14 install) links the system's OpenGL and EGL libraries, which a bare machine may lack (the skip
@@ -263,14 +264,41 @@ def test_refusals_say_what_to_do():
         ours.make("Pong-v5", use_inter_area_resize=False)
     pool = ours.make("Pong-v5", backend="serial")
     try:
-        with pytest.raises(ShoalError, match=r"no xla\(\)"):
-            pool.xla()
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             pool.reset(seed=3)
         assert "reset(seed=...) is ignored" in str(caught[0].message)
     finally:
         pool.close()
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.skipif(importlib.util.find_spec("jax") is None, reason='JAX is not installed (pip install "shoal[jax]")')
+def test_xla_functions_step_inside_jit_as_the_pools_own_calls_do():
+    """tests/xla_checks.py, in a process of its own (JAX warns at every fork once it has started): jitted scans of
+    step, and of send then recv in asynchronous mode, equal the same pool stepped from Python, for the gymnasium, gym
+    (cleanrl's 4-tuples) and dm APIs, and have the form of the real EnvPool's (its xla functions, traced alike);
+    tracing before a reset is refused."""
+    script = Path(__file__).with_name("xla_checks.py")
+    done = subprocess.run([sys.executable, "-W", "ignore", str(script)], capture_output=True, text=True, timeout=280)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines() == [
+        "synchronous CartPole-v1 gymnasium: 40 steps equal",
+        "synchronous Pong-v5 gymnasium: 40 steps equal",
+        "synchronous Breakout-v5 gym: 40 steps equal",
+        "synchronous CartPole-v1 dm: 40 steps equal",
+        "asynchronous CartPole-v1: 40 batches, each env's trajectory equal",
+        "form of Pong-v5 gymnasium: EnvPool's",
+        "form of CartPole-v1 gymnasium: EnvPool's",
+        "traced before a reset: refused",
+    ]
+
+
+def test_xla_without_jax_names_the_install_command(monkeypatch):
+    monkeypatch.setitem(sys.modules, "jax", None)  # (import jax raises ImportError)
+    with ours.make("CartPole-v1", env_type="gymnasium", num_envs=2, backend="serial") as pool:
+        with pytest.raises(MissingDependencyError, match=r'pool.xla\(\) needs JAX: pip install "shoal\[jax\]"'):
+            pool.xla()
 
 
 def test_cleanrl_ppo_atari_envpool_runs_with_only_its_import_changed(tmp_path):

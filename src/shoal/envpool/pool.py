@@ -79,9 +79,9 @@ class EnvPool:
 
     ``send(action, env_id)`` takes the ids of the batch the last ``recv`` returned (in any order); shoal's
     asynchronous batches are whole groups of envs (one worker's), so ``batch_size`` is a multiple of the envs per
-    worker. ``xla()`` is not offered. As EnvPool's pools are, a pool is an instance of its API's class (a Gymnasium
-    ``VectorEnv``, which Gymnasium's vector wrappers take; a ``gym.Env``; a ``dm_env.Environment``): see
-    :func:`pool_class`.
+    worker. ``xla()`` gives EnvPool's functions for ``jax.jit`` (:mod:`shoal.envpool.xla`). As EnvPool's pools are,
+    a pool is an instance of its API's class (a Gymnasium ``VectorEnv``, which Gymnasium's vector wrappers take; a
+    ``gym.Env``; a ``dm_env.Environment``): see :func:`pool_class`.
     """
 
     render_mode: str | None = None
@@ -110,6 +110,7 @@ class EnvPool:
         self._reset_once = False
         self._fresh = np.zeros(num_envs, np.bool_)  # reset by a full reset, their first results not yet handed out
         self._fresh_left = False  # any of them (one check a step)
+        self._last_batch: Batch | None = None  # the last batch handed out, whose form the xla functions take
 
     @property
     def spec(self) -> Spec:
@@ -198,10 +199,10 @@ class EnvPool:
         return self._book.render(self.envs, ids)
 
     def xla(self) -> Any:
-        raise ShoalError(
-            "shoal.envpool has no xla(): EnvPool's XLA functions step its C++ pool inside jax.jit, which shoal's "
-            "worker processes cannot join; use send()/recv() (or step()) from Python"
-        )
+        """EnvPool's ``handle, recv, send, step`` for ``jax.jit`` (:mod:`shoal.envpool.xla`; needs JAX)."""
+        from shoal.envpool.xla import xla_functions
+
+        return xla_functions(self)
 
     def close(self, **kwargs: Any) -> None:
         envs = getattr(self, "envs", None)  # (Gymnasium 1.1's VectorEnv.__del__ closes a pool its __init__ refused)
@@ -245,7 +246,8 @@ class EnvPool:
             reset = ids[self._fresh[ids]]
             self._fresh[ids] = False
             self._fresh_left = bool(self._fresh.any())
-        return self._book.batch(obs, reward, terminated, truncated, info, ids, reset)
+        self._last_batch = batch = self._book.batch(obs, reward, terminated, truncated, info, ids, reset)
+        return batch
 
 
 class GymnasiumEnvPool(EnvPool, gymnasium.vector.VectorEnv, gymnasium.Env):  # type: ignore[misc]  # (its methods)

@@ -275,11 +275,11 @@ def test_refusals_say_what_to_do():
 @pytest.mark.timeout(300)
 @pytest.mark.skipif(importlib.util.find_spec("jax") is None, reason='JAX is not installed (pip install "shoal[jax]")')
 def test_xla_functions_step_inside_jit_as_the_pools_own_calls_do():
-    """tests/xla_checks.py, in a process of its own (JAX warns at every fork once it has started): jitted scans of
+    """tests/jax_checks.py, in a process of its own (JAX warns at every fork once it has started): jitted scans of
     step, and of send then recv in asynchronous mode, equal the same pool stepped from Python, for the gymnasium, gym
     (cleanrl's 4-tuples) and dm APIs, and have the form of the real EnvPool's (its xla functions, traced alike);
     tracing before a reset is refused."""
-    script = Path(__file__).with_name("xla_checks.py")
+    script = Path(__file__).with_name("jax_checks.py")
     done = subprocess.run([sys.executable, "-W", "ignore", str(script)], capture_output=True, text=True, timeout=280)
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.splitlines() == [

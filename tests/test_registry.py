@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import subprocess
+import sys
+from pathlib import Path
 
 import gymnasium as gym
 import pytest
@@ -25,6 +28,10 @@ minigrid = pytest.importorskip("minigrid", reason="the test extra installs it") 
 NUM_ENVS, STEPS = 3, 60
 
 
+JAX_NAMESPACES = ("phys2d", "tabular")
+"""Gymnasium's JAX envs: compared in a process of their own (tests/jax_checks.py), where JAX may start; once it has
+started here, JAX would warn at every later fork of this session, which the session makes errors."""
+
 FAMILIES_NOT_INSTALLED = [
     ("gymnasium.envs.box2d", "Box2D", "Box2D is not installed (the test extra leaves it out on Python 3.14: swig)"),
     ("gymnasium.envs.mujoco", "mujoco", "MuJoCo is not installed"),
@@ -35,8 +42,8 @@ def _left_out(spec) -> str | None:
     """Why Gymnasium cannot make the env of ``spec`` here, or None."""
     if not isinstance(spec.entry_point, str):
         return "an id Gymnasium keeps only to say where its env moved (mujoco-py's v2 and v3, shimmy's)"
-    if spec.namespace in ("phys2d", "tabular") and importlib.util.find_spec("jax") is None:
-        return "a functional env of JAX arrays; JAX is not a test dependency"
+    if spec.namespace in JAX_NAMESPACES and importlib.util.find_spec("jax") is None:
+        return 'a functional env of JAX arrays; JAX is not installed (pip install "shoal[jax]")'
     for family, module, why in FAMILIES_NOT_INSTALLED:
         if spec.entry_point.startswith(family) and importlib.util.find_spec(module) is None:
             return why
@@ -61,7 +68,8 @@ def _package(spec) -> str:
 
 SPECS = sorted((s for s in gym.registry.values() if s.namespace != "ALE" and _package(s) in PACKAGES),
                key=lambda s: s.id)
-IDS = [s.id for s in SPECS if _left_out(s) is None and s.id not in LOOPS]
+JAX_IDS = [s.id for s in SPECS if s.namespace in JAX_NAMESPACES and _left_out(s) is None]
+IDS = [s.id for s in SPECS if _left_out(s) is None and s.id not in LOOPS and s.id not in JAX_IDS]
 LEFT_OUT = {s.id: _left_out(s) for s in SPECS if _left_out(s) is not None}
 ONE_PER_CLASS = list({s.entry_point: s.id for s in reversed(SPECS) if s.id in IDS}.values())  # (the first id of each)
 
@@ -103,12 +111,25 @@ def test_the_registry_is_covered_and_the_ids_left_out_are_those_gymnasium_cannot
     families = ["CartPole-v1", "Blackjack-v1", "Taxi-v4", "CarRacing-v3", "Ant-v5", "MiniGrid-DoorKey-5x5-v0",
                 "BabyAI-GoToLocal-v0", "shoal/Memory-v0"]
     assert set(families) - set(LEFT_OUT) <= set(IDS), sorted(set(families) - set(IDS))
-    assert len(IDS) >= 170, len(IDS)  # (216 with every test dependency installed)
+    assert len(IDS) >= 170, len(IDS)  # (216 with every test dependency installed; and the 5 JAX_IDS)
     for env_id in LEFT_OUT:
         with pytest.raises((ImportError, gym.error.DependencyNotInstalled, FileNotFoundError)):
             env = gym.make(env_id)
             env.reset(seed=0)
             env.close()
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.skipif(not JAX_IDS, reason='JAX is not installed (pip install "shoal[jax]")')
+def test_gymnasiums_jax_envs_on_workers_after_jax_has_started_equal_gymnasium():
+    """tests/jax_checks.py envs: each JAX env on 2 workers, made after JAX has started in that process, steps as in
+    Gymnasium's SyncVectorEnv; its workers start with forkserver (forked ones hung at the first reset, in JAX's
+    calls)."""
+    script = Path(__file__).with_name("jax_checks.py")
+    done = subprocess.run([sys.executable, "-W", "ignore", str(script), "envs"], capture_output=True, text=True,
+                          timeout=280)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines() == [f"{env_id} on forkserver workers: 40 steps equal" for env_id in JAX_IDS]
 
 
 @pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP], ids=lambda m: m.value)

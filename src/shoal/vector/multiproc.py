@@ -114,7 +114,8 @@ class MultiprocessingTransport(Transport):
                 f"cannot find context for {context!r}: context (a start method) must be None (the platform's "
                 f"default) or one of {mp.get_all_start_methods()}"
             )
-        ctx: Any = mp.get_context(context)  # (typeshed's BaseContext lacks Process)
+        ctx: Any  # (typeshed's BaseContext lacks Process)
+        ctx, why = processes.start_context(context)
         # same-step final observations wait in shared memory (_worker.park_finals), unless they have loose leaves,
         # numeric infos of Gymnasium envs in an info table (shoal.vector.info_table), and action sequences and
         # which envs to reset in areas of their own (_worker.shared_kind)
@@ -164,7 +165,7 @@ class MultiprocessingTransport(Transport):
                         ids = self.span(members)
                         raise WorkerDiedError(
                             f"worker {host} (hosting envs {ids.start}..{ids.stop - 1}) could not be started: "
-                            f"{type(exc).__name__}: {exc}{processes.reruns_main(ctx.get_start_method())}",
+                            f"{type(exc).__name__}: {exc}{processes.reruns_main(ctx.get_start_method(), why)}",
                             env_id=ids.start,
                         ) from exc
                     child_end.close()
@@ -177,7 +178,7 @@ class MultiprocessingTransport(Transport):
                     stalled = processes.slow_start(host, self._procs[host], self.span(self.hosts[host]))
                     answer = _worker.decode(link.channel.recv(stalled, processes.START_WARN_S))
                 except (EOFError, OSError):
-                    answer = (False, self._died(host, processes.reruns_main(ctx.get_start_method())))
+                    answer = (False, self._died(host, processes.reruns_main(ctx.get_start_method(), why)))
                 if answer != (True, _worker.READY):
                     raise_first([(self.hosts[host][0], answer)])
         except BaseException:

@@ -6,6 +6,10 @@
 * A worker whose envs are not made after :data:`START_WARN_S` is named in a warning (:func:`slow_start`); one that
   died is named with its pid, its envs and its exit code, and where the start method reruns the main script, with
   what that does to a script that makes vector envs at its top level (:func:`died`, :func:`reruns_main`).
+* The start method (:func:`start_context`): the platform's default, as Gymnasium's ``AsyncVectorEnv`` takes it, but
+  ``forkserver`` where that default is ``fork`` and JAX has started its runtime in this process: JAX's threads do not
+  follow a fork, and a forked worker whose env calls JAX waited forever on their locks (a JAX env such as Gymnasium's
+  ``phys2d/CartPole-v0``, made after any JAX computation in the parent, hung at its first reset).
 * Stopping (:func:`stop`): each worker is told to close and given :data:`CLOSE_GRACE_S` (all of them together), then
   terminated, then killed: ``close()`` always returns, with every worker joined.
 """
@@ -13,6 +17,8 @@
 from __future__ import annotations
 
 import gc
+import logging
+import multiprocessing as mp
 import sys
 import time
 import warnings
@@ -28,6 +34,28 @@ CLOSE_GRACE_S = 2.0
 before they are killed)."""
 START_WARN_S = 60.0
 """A worker whose envs are not ready this long after the parent began waiting for them is named in a warning."""
+log = logging.getLogger(__name__)
+
+
+def start_context(context: str | None) -> tuple[Any, str]:
+    """The multiprocessing context workers start in (``context``: a start method, or None for the default), and why
+    it is not the one asked for ("" where it is)."""
+    ctx = mp.get_context(context)
+    if context is None and ctx.get_start_method() == "fork" and jax_started():
+        log.info("JAX has started in this process: shoal's workers start with 'forkserver', not 'fork'")
+        return mp.get_context("forkserver"), "jax"
+    return ctx, ""
+
+
+def jax_started() -> bool:
+    """Whether JAX has started its runtime (its threads) in this process, as JAX itself tells before a fork, which it
+    then warns of (not whether it is imported: importing starts nothing)."""
+    bridge = sys.modules.get("jax._src.xla_bridge")
+    started = getattr(bridge, "backends_are_initialized", None)
+    try:
+        return bool(callable(started) and started())
+    except Exception:  # (a private function of JAX's: any change to it must not break starting workers)
+        return False
 
 
 @contextmanager
@@ -47,18 +75,25 @@ def frozen_heap(forking: bool = True) -> Iterator[None]:
             gc.unfreeze()
 
 
-def reruns_main(method: str) -> str:
+def reruns_main(method: str, why: str = "") -> str:
     """What may have killed a worker as it started, where the start method runs the caller's main script again (as
     ``__mp_main__``) before the worker: a script that makes a vector env at its top level makes one there too, and
-    multiprocessing stops it with a RuntimeError. Empty under fork, and where the main module is no script."""
+    multiprocessing stops it with a RuntimeError. Empty under fork, and where the main module is no script. ``why``:
+    why the method is not the one asked for (:func:`start_context`)."""
     script = getattr(sys.modules.get("__main__"), "__file__", None)
     if method == "fork" or script is None:
         return ""
-    default = {"forkserver": " (Python 3.14's default on Linux)", "spawn": " (the default on macOS and Windows)"}
+    if why == "jax":
+        default = " (chosen because JAX has started in this process: forked workers would hang in its calls)"
+        otherwise = ""
+    else:
+        default = {"forkserver": " (Python 3.14's default on Linux)", "spawn": " (the default on macOS and Windows)"
+                   }.get(method, "")
+        otherwise = " (or pass context='fork')"
     return (
-        f"; under the {method!r} start method{default.get(method, '')} a worker's start runs the main script "
-        f"({script}) again, so a script that makes vector envs outside `if __name__ == \"__main__\":` kills its "
-        f"workers this way: put that code under it (or pass context='fork')"
+        f"; under the {method!r} start method{default} a worker's start runs the main script ({script}) again, so a "
+        f"script that makes vector envs outside `if __name__ == \"__main__\":` kills its workers this way: put that "
+        f"code under it{otherwise}"
     )
 
 

@@ -1,9 +1,15 @@
-"""shoal.envpool's xla functions inside jax.jit against the same pool's calls from Python (run by test_envpool.py in a
-process of its own: once JAX has started, it warns at every fork, which the test session makes errors).
+"""What needs JAX, in a process of its own (test_envpool.py and test_registry.py run it: once JAX has started, it warns
+at every fork, which the test session makes errors).
 
-Each check makes two pools of one task with the same seed, steps one in a jitted ``lax.scan`` of ``step`` (or of
-``send`` then ``recv``, with the env ids each batch came with) and the other from Python with the same actions, and
-compares every output, step by step. Prints one line per check; exits non-zero on the first difference."""
+- shoal.envpool's xla functions inside jax.jit against the same pool's calls from Python: each check makes two pools of
+  one task with the same seed, steps one in a jitted ``lax.scan`` of ``step`` (or of ``send`` then ``recv``, with the
+  env ids each batch came with) and the other from Python with the same actions, and compares every output, step by
+  step; and the outputs' form against the real EnvPool's xla functions.
+- Gymnasium's JAX envs (``phys2d/*``, ``tabular/*``) on worker processes after JAX has started here, against
+  Gymnasium's SyncVectorEnv bit for bit: their workers start with forkserver (forked, they hung in JAX's calls).
+
+Prints one line per check (``python tests/jax_checks.py``: the xla checks; ``... envs``: the JAX envs); exits
+non-zero on the first difference."""
 
 from __future__ import annotations
 
@@ -127,7 +133,38 @@ def traced_before_reset() -> None:
         pool.close()
 
 
+def jax_envs_in_workers() -> None:
+    """Each of Gymnasium's JAX envs on 2 workers (episodes cut short at different steps), after JAX has started in
+    this process, equals Gymnasium's SyncVectorEnv of the same envs, step by step."""
+    import functools
+
+    import gymnasium as gym
+    from gymnasium.vector import AutoresetMode
+    from helpers import assert_same, beside_gymnasium
+
+    from shoal.vector import processes
+
+    jax.numpy.zeros(1).block_until_ready()  # JAX's runtime started (the reference below would start it too)
+    assert processes.jax_started()
+    ids = sorted(s.id for s in gym.registry.values() if s.namespace in ("phys2d", "tabular"))
+    for env_id in ids:
+        fns = [functools.partial(gym.make, env_id, max_episode_steps=9 + 5 * i) for i in range(3)]
+        with beside_gymnasium(fns, AutoresetMode.NEXT_STEP, num_workers=2, inline=False) as (envs, ref):
+            kinds = {type(proc).__name__ for proc in envs._transport._procs.values()}
+            if kinds != {"ForkServerProcess"}:
+                sys.exit(f"{env_id}: workers {kinds}, not forkserver's")
+            assert_same(envs.reset(seed=3), ref.reset(seed=3), "reset")
+            ref.action_space.seed(5)
+            for t in range(40):
+                actions = ref.action_space.sample()
+                assert_same(envs.step(actions), ref.step(actions), f"{env_id} step {t}")
+        print(f"{env_id} on forkserver workers: 40 steps equal")
+
+
 if __name__ == "__main__":
+    if sys.argv[1:] == ["envs"]:
+        jax_envs_in_workers()
+        sys.exit()
     synchronous("CartPole-v1", "gymnasium")
     synchronous("Pong-v5", "gymnasium", episodic_life=True, reward_clip=True)
     synchronous("Breakout-v5", "gym", episodic_life=True, reward_clip=True)  # gym 0.23.1: cleanrl's 4-tuples

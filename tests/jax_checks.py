@@ -5,16 +5,18 @@ at every fork, which the test session makes errors).
   one task with the same seed, steps one in a jitted ``lax.scan`` of ``step`` (or of ``send`` then ``recv``, with the
   env ids each batch came with) and the other from Python with the same actions, and compares every output, step by
   step; and the outputs' form against the real EnvPool's xla functions.
-- Gymnasium's JAX envs (``phys2d/*``, ``tabular/*``) on worker processes after JAX has started here, against
-  Gymnasium's SyncVectorEnv bit for bit: their workers start with forkserver (forked, they hung in JAX's calls).
+- An env whose steps call JAX, and Gymnasium's JAX envs (``phys2d/*``, ``tabular/*``, which need flax too), on
+  worker processes after JAX has started here, against Gymnasium's SyncVectorEnv bit for bit: their workers start
+  with forkserver (forked, they hung in JAX's calls).
 
-Prints one line per check (``python tests/jax_checks.py``: the xla checks; ``... envs``: the JAX envs); exits
-non-zero on the first difference."""
+Prints one line per check (``python tests/jax_checks.py``: the xla checks; ``... envs [ID ...]``: an env calling JAX,
+then those of Gymnasium's JAX envs); exits non-zero on the first difference."""
 
 from __future__ import annotations
 
 import sys
 
+import gymnasium as gym
 import jax
 import numpy as np
 
@@ -133,12 +135,33 @@ def traced_before_reset() -> None:
         pool.close()
 
 
-def jax_envs_in_workers() -> None:
-    """Each of Gymnasium's JAX envs on 2 workers (episodes cut short at different steps), after JAX has started in
-    this process, equals Gymnasium's SyncVectorEnv of the same envs, step by step."""
+class JaxWalk(gym.Env):
+    """A walk whose steps run on JAX (a jitted update of its position): what a worker forked after JAX started hung
+    in."""
+
+    observation_space = gym.spaces.Box(-np.inf, np.inf, (2,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.pos = jax.numpy.asarray(self.np_random.normal(size=2), jax.numpy.float32)
+        return np.asarray(self.pos), {}
+
+    def step(self, action):
+        self.pos = _moved(self.pos, action)
+        return np.asarray(self.pos), float(self.pos.sum()), bool(self.pos[0] > 1.5), False, {}
+
+
+@jax.jit
+def _moved(pos: jax.Array, action: jax.Array) -> jax.Array:
+    return pos * 0.9 + jax.numpy.where(action == 1, 0.25, -0.1)
+
+
+def jax_envs_in_workers(env_ids: list[str]) -> None:
+    """JaxWalk, then each of ``env_ids`` (Gymnasium's JAX envs), on 2 workers (episodes cut short at different
+    steps), after JAX has started in this process, equals Gymnasium's SyncVectorEnv of the same envs, step by step."""
     import functools
 
-    import gymnasium as gym
     from gymnasium.vector import AutoresetMode
     from helpers import assert_same, beside_gymnasium
 
@@ -146,9 +169,10 @@ def jax_envs_in_workers() -> None:
 
     jax.numpy.zeros(1).block_until_ready()  # JAX's runtime started (the reference below would start it too)
     assert processes.jax_started()
-    ids = sorted(s.id for s in gym.registry.values() if s.namespace in ("phys2d", "tabular"))
-    for env_id in ids:
-        fns = [functools.partial(gym.make, env_id, max_episode_steps=9 + 5 * i) for i in range(3)]
+    fns_of = {"JaxWalk": lambda i: functools.partial(gym.wrappers.TimeLimit, JaxWalk(), 9 + 5 * i)}
+    for env_id in ["JaxWalk", *env_ids]:
+        make = fns_of.get(env_id, lambda i: functools.partial(gym.make, env_id, max_episode_steps=9 + 5 * i))
+        fns = [make(i) for i in range(3)]
         with beside_gymnasium(fns, AutoresetMode.NEXT_STEP, num_workers=2, inline=False) as (envs, ref):
             kinds = {type(proc).__name__ for proc in envs._transport._procs.values()}
             if kinds != {"ForkServerProcess"}:
@@ -162,8 +186,8 @@ def jax_envs_in_workers() -> None:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] == ["envs"]:
-        jax_envs_in_workers()
+    if sys.argv[1:2] == ["envs"]:
+        jax_envs_in_workers(sys.argv[2:])
         sys.exit()
     synchronous("CartPole-v1", "gymnasium")
     synchronous("Pong-v5", "gymnasium", episodic_life=True, reward_clip=True)

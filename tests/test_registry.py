@@ -28,6 +28,7 @@ minigrid = pytest.importorskip("minigrid", reason="the test extra installs it") 
 NUM_ENVS, STEPS = 3, 60
 
 
+JAX_ENVS_MADE = all(importlib.util.find_spec(name) is not None for name in ("jax", "flax"))
 JAX_NAMESPACES = ("phys2d", "tabular")
 """Gymnasium's JAX envs: compared in a process of their own (tests/jax_checks.py), where JAX may start; once it has
 started here, JAX would warn at every later fork of this session, which the session makes errors."""
@@ -42,8 +43,8 @@ def _left_out(spec) -> str | None:
     """Why Gymnasium cannot make the env of ``spec`` here, or None."""
     if not isinstance(spec.entry_point, str):
         return "an id Gymnasium keeps only to say where its env moved (mujoco-py's v2 and v3, shimmy's)"
-    if spec.namespace in JAX_NAMESPACES and importlib.util.find_spec("jax") is None:
-        return 'a functional env of JAX arrays; JAX is not installed (pip install "shoal[jax]")'
+    if spec.namespace in JAX_NAMESPACES and not JAX_ENVS_MADE:
+        return "a functional env of JAX arrays; it needs JAX and flax, which are not both installed"
     for family, module, why in FAMILIES_NOT_INSTALLED:
         if spec.entry_point.startswith(family) and importlib.util.find_spec(module) is None:
             return why
@@ -120,16 +121,17 @@ def test_the_registry_is_covered_and_the_ids_left_out_are_those_gymnasium_cannot
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.skipif(not JAX_IDS, reason='JAX is not installed (pip install "shoal[jax]")')
-def test_gymnasiums_jax_envs_on_workers_after_jax_has_started_equal_gymnasium():
-    """tests/jax_checks.py envs: each JAX env on 2 workers, made after JAX has started in that process, steps as in
-    Gymnasium's SyncVectorEnv; its workers start with forkserver (forked ones hung at the first reset, in JAX's
-    calls)."""
+@pytest.mark.skipif(importlib.util.find_spec("jax") is None, reason='JAX is not installed (pip install "shoal[jax]")')
+def test_envs_calling_jax_on_workers_after_jax_has_started_equal_gymnasium():
+    """tests/jax_checks.py envs: an env whose steps call JAX, then each of Gymnasium's JAX envs where flax is
+    installed too, on 2 workers made after JAX has started in that process, steps as in Gymnasium's SyncVectorEnv;
+    the workers start with forkserver (forked ones hung at the first reset, in JAX's calls)."""
     script = Path(__file__).with_name("jax_checks.py")
-    done = subprocess.run([sys.executable, "-W", "ignore", str(script), "envs"], capture_output=True, text=True,
-                          timeout=280)
+    done = subprocess.run([sys.executable, "-W", "ignore", str(script), "envs", *JAX_IDS], capture_output=True,
+                          text=True, timeout=280)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert done.stdout.splitlines() == [f"{env_id} on forkserver workers: 40 steps equal" for env_id in JAX_IDS]
+    assert done.stdout.splitlines() == [f"{env_id} on forkserver workers: 40 steps equal"
+                                        for env_id in ["JaxWalk", *JAX_IDS]]
 
 
 @pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP], ids=lambda m: m.value)

@@ -489,14 +489,15 @@ static void write_sequence(Leaf *leaf, PyObject *seq, int depth, char **at) {
     int type = leaf->descr->type_num;
     npy_intp size = PyArray_ITEMSIZE(leaf->view);
     Py_ssize_t items = Py_MIN(leaf->dims[depth], PySequence_Fast_GET_SIZE(seq));
+    npy_intp part = depth + 1 < leaf->nd ? level_bytes(leaf, depth) : 0; /* an array item's bytes, at this level */
     for (Py_ssize_t k = 0; k < items; k++) {
         PyObject *item = PySequence_Fast_GET_ITEM(seq, k);
         if (depth + 1 < leaf->nd) {
             if (PyList_CheckExact(item) || PyTuple_CheckExact(item)) {
                 write_sequence(leaf, item, depth + 1, at);
-            } else if (PyArray_CheckExact(item) && PyArray_NBYTES((PyArrayObject *)item) == level_bytes(leaf, depth)) {
-                memcpy(*at, PyArray_BYTES((PyArrayObject *)item), level_bytes(leaf, depth));
-                *at += level_bytes(leaf, depth);
+            } else if (PyArray_CheckExact(item) && PyArray_NBYTES((PyArrayObject *)item) == part) {
+                memcpy(*at, PyArray_BYTES((PyArrayObject *)item), part);
+                *at += part;
             }
             continue;
         }

@@ -210,25 +210,29 @@ class TorchEnv:
     # -- the work behind the ops -------------------------------------------------------------------------------------
 
     def send(self, actions: torch.Tensor, offsets: torch.Tensor | None, gamma: float) -> None:
+        # one thread at a time, as in the vector env's own calls (shoal.vector.state)
+        self.envs._guard.run(self._send, actions, offsets, gamma)
+
+    def _send(self, actions: torch.Tensor, offsets: torch.Tensor | None, gamma: float) -> None:
         envs = self.envs
-        with envs._guard:  # one thread at a time, as in the vector env's own calls (shoal.vector.state)
-            envs._write_slot = self.slots.free() if self.slots is not None else 0
-            try:
-                if offsets is None:
-                    envs.send(_numpy(actions))
-                else:
-                    envs.send_sequences(_numpy(actions), _numpy(offsets), gamma)
-            finally:
-                envs._write_slot = 0
+        envs._write_slot = self.slots.free() if self.slots is not None else 0
+        try:
+            if offsets is None:
+                envs.send(_numpy(actions))
+            else:
+                envs.send_sequences(_numpy(actions), _numpy(offsets), gamma)
+        finally:
+            envs._write_slot = 0
 
     def recv(self) -> tuple[torch.Tensor, ...]:
-        with self.envs._guard:  # (the step's results are read from the vector env's buffers)
-            return self._collect()
+        return self.envs._guard.run(self._collect)  # (the step's results are read from the vector env's buffers)
 
     def step(self, actions: torch.Tensor, offsets: torch.Tensor | None, gamma: float) -> tuple[torch.Tensor, ...]:
-        with self.envs._guard:  # one call, as the vector env's own step
-            self.send(actions, offsets, gamma)
-            return self.recv()
+        return self.envs._guard.run(self._step, actions, offsets, gamma)  # one call, as the vector env's own step
+
+    def _step(self, actions: torch.Tensor, offsets: torch.Tensor | None, gamma: float) -> tuple[torch.Tensor, ...]:
+        self._send(actions, offsets, gamma)
+        return self._collect()
 
     def _collect(self) -> tuple[torch.Tensor, ...]:
         _, ids, rows = self.envs._receive()

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping
-from contextlib import nullcontext
 from typing import Any, Literal, Sequence, TypeVar
 
 import gymnasium
@@ -294,6 +293,7 @@ class VectorEnv(Batches, Calls, Results, Recovery, Owned, gymnasium.vector.Vecto
 
     # -- step --------------------------------------------------------------------------------------------------------
 
+    @whole
     def step(self, actions: Any, gamma: float | None = None) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]:
         """Step the envs of the current batch; ``actions`` may be one action per env or one sequence per env.
 
@@ -301,13 +301,8 @@ class VectorEnv(Batches, Calls, Results, Recovery, Owned, gymnasium.vector.Vecto
         worker and stops early when its episode ends; the reward is ``sum_k gamma**k * r_k`` over the steps taken
         and ``info["steps_taken"]`` counts them. An empty sequence skips its env (last observation, reward 0).
         """
-        with self._guard:  # what state.whole does, written out: on every step, its wrapper would cost ~0.2 us
-            try:  # (one call: another thread's call between the halves got this recv refused, the step left pending)
-                self.send(actions, gamma=gamma)
-                return self.recv()
-            except BaseException as exc:
-                self._note_interrupt(exc)
-                raise
+        self.send(actions, gamma=gamma)  # (one call: another thread's call between the halves got this recv refused,
+        return self.recv()  # the step left pending)
 
     step_async = Batches.send
     step_wait = Batches.recv
@@ -363,8 +358,11 @@ class VectorEnv(Batches, Calls, Results, Recovery, Owned, gymnasium.vector.Vecto
         :attr:`warn_close_pending`, closing with a call pending warns afterwards (a warning turned into an error
         must not leave the workers running). Refused while another thread is inside a call (ConcurrentCallError): its
         waits would read pipes and memory closed under them."""
-        with getattr(self, "_guard", nullcontext()):  # (none if the constructor failed before making it)
+        guard = getattr(self, "_guard", None)  # (none if the constructor failed before making it)
+        if guard is None:
             self._close_extras(terminate)
+        else:
+            guard.run(self._close_extras, terminate)
 
     def _close_extras(self, terminate: bool) -> None:
         state = getattr(self, "_state", AsyncState.DEFAULT)

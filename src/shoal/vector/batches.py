@@ -23,7 +23,7 @@ from shoal.vector.commands import Command, Op, Sequences
 from shoal.vector.copies import SplitCopies
 from shoal.vector.infos import InfoParts
 from shoal.vector.results import ALL_ROWS, take
-from shoal.vector.state import AsyncState, check_timeout
+from shoal.vector.state import AsyncState, check_timeout, guarded
 
 if TYPE_CHECKING:
     from gymnasium import spaces
@@ -83,19 +83,19 @@ class Batches:
         ) -> InfoParts: ...
         def _merged(self, parts: InfoParts) -> dict[str, Any]: ...
 
+    @guarded
     def send(self, actions: Any, gamma: float | None = None) -> None:
         """Start a step of the batch the caller holds (all envs, or ``info["env_id"]`` of the last batch)."""
-        with self._guard:  # (written out, not @guarded: on every step, a wrapper would cost ~0.1 us)
-            ids = self._sendable()
-            if type(actions) is not np.ndarray and is_sequence_batch(self._single_action, actions):
-                values, offsets, discount = check_sequences(
-                    self._single_action, actions, len(ids), 1.0 if gamma is None else gamma
-                )
-                self._send_sequences(ids, values, offsets, discount)
-                return
-            batch = self._check_actions(self._single_action, actions, len(ids), "actions")
-            self._check_env_actions(ids, batch, None)
-            self._send_batch(ids, batch)
+        ids = self._sendable()
+        if type(actions) is not np.ndarray and is_sequence_batch(self._single_action, actions):
+            values, offsets, discount = check_sequences(
+                self._single_action, actions, len(ids), 1.0 if gamma is None else gamma
+            )
+            self._send_sequences(ids, values, offsets, discount)
+            return
+        batch = self._check_actions(self._single_action, actions, len(ids), "actions")
+        self._check_env_actions(ids, batch, None)
+        self._send_batch(ids, batch)
 
     def _send_batch(self, ids: np.ndarray, batch: Any) -> None:
         """Start a step of the held envs ``ids`` with ``batch``, one checked action each."""
@@ -120,17 +120,17 @@ class Batches:
             return
         self._dispatch_step(ids, ids)
 
+    @guarded
     def send_sequences(self, values: Any, offsets: Any, gamma: float | None = None) -> None:
         """:meth:`send` of action sequences given flat: env ``j`` of the batch runs ``values[offsets[j]:offsets[j+1]]``.
 
         The form the PyTorch ops use (no list of arrays to build); same semantics as a list of arrays.
         """
-        with self._guard:
-            ids = self._sendable()
-            values, offsets, discount = check_flat_sequences(
-                self._single_action, values, offsets, len(ids), 1.0 if gamma is None else gamma
-            )
-            self._send_sequences(ids, values, offsets, discount)
+        ids = self._sendable()
+        values, offsets, discount = check_flat_sequences(
+            self._single_action, values, offsets, len(ids), 1.0 if gamma is None else gamma
+        )
+        self._send_sequences(ids, values, offsets, discount)
 
     def _sendable(self) -> np.ndarray:
         if (self._state is AsyncState.DEFAULT and not (self.closed or self.is_async or self._interrupted)
@@ -209,23 +209,23 @@ class Batches:
         infos = self._merged(parts) if parts.entries else parts.arrays  # (the usual step: no call)
         return obs, rewards, terminations, truncations, infos
 
+    @guarded
     def _recv_parts(self, timeout: float | None = None) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, InfoParts]:
         """:meth:`recv` with its infos as they came (for an adapter that hands them out per env). Its results are
         copies (or the caller's views, ``copy=False``), so the infos are merged outside the call guard."""
-        with self._guard:
-            answers, ids, rows = self._receive(timeout, self._split)
-            b = self._buffers
-            extras: list[np.ndarray] | None = None
-            if self._split_copies is not None:  # copied group by group (see _results)
-                obs, rewards, terminations, truncations, *extras = self._split_copies.finish()
-                self._split_copies = None
-            else:
-                obs, rewards = self._observations(rows), take(b.rewards, rows)
-                terminations, truncations = take(b.terminations, rows), take(b.truncations, rows)
-            parts = self._info_parts(answers, ids, rows, extras)
-            if self._used_sequences and self._sequenced(answers):
-                parts.arrays["steps_taken"] = take(b.steps_taken, rows)
-            return obs, rewards, terminations, truncations, parts
+        answers, ids, rows = self._receive(timeout, self._split)
+        b = self._buffers
+        extras: list[np.ndarray] | None = None
+        if self._split_copies is not None:  # copied group by group (see _results)
+            obs, rewards, terminations, truncations, *extras = self._split_copies.finish()
+            self._split_copies = None
+        else:
+            obs, rewards = self._observations(rows), take(b.rewards, rows)
+            terminations, truncations = take(b.terminations, rows), take(b.truncations, rows)
+        parts = self._info_parts(answers, ids, rows, extras)
+        if self._used_sequences and self._sequenced(answers):
+            parts.arrays["steps_taken"] = take(b.steps_taken, rows)
+        return obs, rewards, terminations, truncations, parts
 
     def _receive(
         self, timeout: float | None = None, split: list[slice] | None = None

@@ -165,8 +165,10 @@ class Channel:
         end = _HEADER.size + _HEADER.unpack_from(self._inbox)[0]
         if len(self._inbox) < end:
             self._fill(end, stalled, stall_s)
-        with memoryview(self._inbox) as view:
-            return bytes(view[_HEADER.size + start : end])
+        # (a view for one copy, not a bytearray slice's two; a temporary, not a `with`'s, so that no interrupt leaves
+        # the inbox exported, which would refuse skip()'s resize: on Python 3.14 one right after a with statement's
+        # __enter__ skips its __exit__, see shoal/vector/_guard.c)
+        return bytes(memoryview(self._inbox)[_HEADER.size + start : end])
 
     def whole(self) -> bool:
         """Whether the inbox holds a whole message (one :meth:`peek` read and an interrupt left there, say)."""

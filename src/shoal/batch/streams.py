@@ -107,30 +107,32 @@ def seed_states(seeds: np.ndarray) -> np.ndarray:
     seeds = np.asarray(seeds, np.uint64)
     low = (seeds & np.uint64(0xFFFFFFFF)).astype(u32)
     high = (seeds >> np.uint64(32)).astype(u32)  # 0 where the entropy is one word: the pool's padding hashes 0 too
-    hash_a = u32(_INIT_A)
+    # the two hashes' multipliers advance as Python ints kept to 32 bits (numpy warns on a uint32 scalar's overflow;
+    # an array's wraps silently, as the algorithm wants): no np.errstate, whose __exit__ an interrupt right after its
+    # __enter__ skips on Python 3.14, leaving overflow warnings off in the caller's thread (see shoal/vector/_guard.c)
+    hash_a = _INIT_A
 
     def hashmix(value: np.ndarray) -> np.ndarray:
         nonlocal hash_a
-        value = value ^ hash_a
-        hash_a = u32(hash_a * u32(_MULT_A))
-        value *= hash_a
+        value = value ^ u32(hash_a)
+        hash_a = (hash_a * _MULT_A) & 0xFFFFFFFF
+        value *= u32(hash_a)
         value ^= value >> u32(_SHIFT)
         return value
 
-    with np.errstate(over="ignore"):  # uint32 arithmetic wraps, as the algorithm wants
-        pool = [hashmix(word) for word in (low, high, np.zeros_like(low), np.zeros_like(low))]
-        for src in range(4):
-            for dst in range(4):
-                if src != dst:
-                    mixed = u32(_MIX_L) * pool[dst] - u32(_MIX_R) * hashmix(pool[src])
-                    mixed ^= mixed >> u32(_SHIFT)
-                    pool[dst] = mixed
-        hash_b = u32(_INIT_B)
-        words = []
-        for word in pool[:2]:
-            word = word ^ hash_b
-            hash_b = u32(hash_b * u32(_MULT_B))
-            word *= hash_b
-            word ^= word >> u32(_SHIFT)
-            words.append(word.astype(np.uint64))
+    pool = [hashmix(word) for word in (low, high, np.zeros_like(low), np.zeros_like(low))]
+    for src in range(4):
+        for dst in range(4):
+            if src != dst:
+                mixed = u32(_MIX_L) * pool[dst] - u32(_MIX_R) * hashmix(pool[src])
+                mixed ^= mixed >> u32(_SHIFT)
+                pool[dst] = mixed
+    hash_b = _INIT_B
+    words = []
+    for word in pool[:2]:
+        word = word ^ u32(hash_b)
+        hash_b = (hash_b * _MULT_B) & 0xFFFFFFFF
+        word *= u32(hash_b)
+        word ^= word >> u32(_SHIFT)
+        words.append(word.astype(np.uint64))
     return words[0] | (words[1] << np.uint64(32))

@@ -575,6 +575,17 @@ def test_ctrl_c_at_any_bytecode_of_an_asynchronous_step_loses_no_env(hosting, pa
     assert min(fired.values()) >= 3, fired
 
 
+def signal_sender(stop: threading.Event) -> threading.Thread:
+    """A thread (not started) that sends the main thread SIGUSR1 every ~10 µs until `stop` is set."""
+
+    def signals() -> None:
+        while not stop.is_set():
+            signal.pthread_kill(threading.main_thread().ident, signal.SIGUSR1)
+            time.sleep(1e-5)
+
+    return threading.Thread(target=signals, daemon=True)
+
+
 @pytest.mark.timeout(60)
 def test_no_signal_landing_anywhere_in_a_tight_loop_of_guarded_calls_leaves_the_guard_held():
     """The call guard's window, where it can be hit: calls that do nothing, run by the guard in a loop (as
@@ -624,13 +635,8 @@ def test_no_signal_landing_anywhere_in_a_tight_loop_of_guarded_calls_leaves_the_
 
     stop = threading.Event()
 
-    def signals():
-        while not stop.is_set():
-            signal.pthread_kill(threading.main_thread().ident, signal.SIGUSR1)
-            time.sleep(1e-5)
-
     previous = signal.signal(signal.SIGUSR1, land)
-    sender = threading.Thread(target=signals, daemon=True)
+    sender = signal_sender(stop)
     switch = sys.getswitchinterval()
     sys.setswitchinterval(1e-6)
     landed = held = total = failed = 0
@@ -746,13 +752,8 @@ def test_ctrl_c_delivered_as_a_signal_never_leaves_the_call_guard_held(hosting):
 
     stop = threading.Event()
 
-    def signals():
-        while not stop.is_set():
-            signal.pthread_kill(threading.main_thread().ident, signal.SIGUSR1)
-            time.sleep(1e-5)
-
     previous = signal.signal(signal.SIGUSR1, interrupt)
-    sender = threading.Thread(target=signals, daemon=True)
+    sender = signal_sender(stop)
     interrupted = 0
     # numpy's error state, put back after: an interrupt inside numpy's own np.errstate (Gymnasium's seeding enters one
     # on every reset) can leave it changed (over="ignore") for the rest of the process, and later tests of numpy's

@@ -1,6 +1,6 @@
 """The benchmark scripts run: a smoke run of bench_vector.py, plain and with action sequences (a step helper that
 returned the step's results once broke every script built on workloads.best_rate), of bench_workers.py,
-bench_hosted.py and bench_envpool_tasks.py."""
+bench_hosted.py, bench_envpool_tasks.py and handoff.py."""
 
 from __future__ import annotations
 
@@ -57,3 +57,16 @@ def test_bench_envpool_tasks_runs_and_compares():
     assert run.returncode == 0, run.stderr[-3000:]
     summary = run.stdout.split("shoal.envpool's best / EnvPool's best")[1]
     assert "CartPole-v1" in summary and "x EnvPool" in summary and "x Gymnasium" in summary, run.stdout
+
+
+def test_handoff_times_each_configuration_of_each_case():
+    run = subprocess.run(
+        [sys.executable, "handoff.py", "--batches", "50", "--rounds", "1", "--cases", "noop:2", "burn3:4"],
+        cwd=BENCHMARKS, capture_output=True, text=True, timeout=240,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    rows = {line.split()[0]: line for line in run.stdout.splitlines()[2:]}
+    assert set(rows) == {"noop:2", "burn3:4"}, run.stdout
+    step_us = float(rows["burn3:4"].split()[1])
+    assert 3.0 <= step_us < 100.0, run.stdout  # the probe timed the env's burn, not a no-op
+    assert "serial " in rows["noop:2"] and "2 workers " in rows["noop:2"] and "default " in rows["noop:2"], run.stdout

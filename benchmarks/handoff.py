@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import statistics
 import sys
 import time
@@ -81,22 +82,30 @@ def main() -> None:
     print(f"{'case':12s} {'step us':>8s} {'chose':>8s} {'serial':>8s} {'2 workers':>10s} {'default':>8s}  serial/2w")
     for case in args.cases:
         name, n = case.split(":")
-        make_env = partial(NoopEnv, float(name[4:])) if name.startswith("burn") and name[4:] else workloads[name]
+        burn = re.fullmatch(r"burn(\d+(?:\.\d*)?)", name)
+        make_env = partial(NoopEnv, float(burn.group(1))) if burn else workloads[name]
         fns = [make_env] * int(n)
         step = step_seconds(make_env)
+        chosen: list[int] = []
+
+        def default(fns=fns, chosen=chosen):
+            envs = shoal.make(fns)
+            chosen.append(envs.num_workers)
+            return envs
+
         configs = {
-            "serial": lambda: shoal.make(fns, backend="serial"),
-            "2 workers": lambda: shoal.make(fns, num_workers=2),
-            "default": lambda: chosen.append(shoal.make(fns)) or chosen[-1],
+            "serial": lambda fns=fns: shoal.make(fns, backend="serial"),
+            "2 workers": lambda fns=fns: shoal.make(fns, num_workers=2),
+            "default": default,
         }
-        chosen: list = []
         rounds = {label: [] for label in configs}
         for _ in range(args.rounds):
             for label, build in configs.items():
                 rounds[label].append(batch_us(build(), args.batches))
         med = {label: statistics.median(values) for label, values in rounds.items()}
-        workers = "/".join(str(envs.num_workers) for envs in chosen)
-        print(f"{case:12s} {step * 1e6:8.2f} {workers:>8s} {med['serial']:8.1f} {med['2 workers']:10.1f} "
+        workers = "/".join(map(str, chosen))
+        step_us = "?" if step is None else f"{step * 1e6:.2f}"
+        print(f"{case:12s} {step_us:>8s} {workers:>8s} {med['serial']:8.1f} {med['2 workers']:10.1f} "
               f"{med['default']:8.1f}  {med['serial'] / med['2 workers']:.2f}x  "
               f"(rounds: {', '.join(f'{k} ' + '/'.join(f'{v:.1f}' for v in vs) for k, vs in rounds.items())})",
               flush=True)

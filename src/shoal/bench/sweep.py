@@ -287,7 +287,10 @@ def policy_file(policy: str | Path) -> Path:
     """The file of a policy that is not ``"random"``: it must exist."""
     path = Path(policy)
     if not path.is_file():
-        raise ConfigError(f"policy must be 'random' or the path of a TorchScript module; {str(path)!r} is not a file")
+        raise ConfigError(
+            f"policy must be 'random', the path of a torch.export program (*.pt2) or of a TorchScript module; "
+            f"{str(path)!r} is not a file"
+        )
     return path
 
 

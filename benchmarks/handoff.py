@@ -27,7 +27,7 @@ import numpy as np
 from gymnasium import spaces
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from workloads import WORKLOADS, zero_actions  # noqa: E402
+from workloads import WORKLOADS, burn, zero_actions  # noqa: E402
 
 import shoal  # noqa: E402
 from shoal.vector.load import TINY_BATCH_S, step_seconds  # noqa: E402
@@ -48,9 +48,7 @@ class NoopEnv(gym.Env):
 
     def step(self, action):
         if self.burn:
-            end = time.perf_counter() + self.burn
-            while time.perf_counter() < end:
-                pass
+            burn(self.burn)
         return self.obs, 0.0, False, False, {}
 
 
@@ -82,8 +80,8 @@ def main() -> None:
     print(f"{'case':12s} {'step us':>8s} {'chose':>8s} {'serial':>8s} {'2 workers':>10s} {'default':>8s}  serial/2w")
     for case in args.cases:
         name, n = case.split(":")
-        burn = re.fullmatch(r"burn(\d+(?:\.\d*)?)", name)
-        make_env = partial(NoopEnv, float(burn.group(1))) if burn else workloads[name]
+        burning = re.fullmatch(r"burn(\d+(?:\.\d*)?)", name)
+        make_env = partial(NoopEnv, float(burning.group(1))) if burning else workloads[name]
         fns = [make_env] * int(n)
         step = step_seconds(make_env)
         chosen: list[int] = []

@@ -15,6 +15,13 @@ import numpy as np
 from gymnasium import spaces
 
 
+def burn(seconds: float) -> None:
+    """Keep the CPU busy for ``seconds`` (an env step's stand-in cost)."""
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
 class BurnEnv(gym.Env):
     """Burns ``burn_us`` of CPU per step and returns an 84x84x4 uint8 frame stack."""
 
@@ -31,9 +38,7 @@ class BurnEnv(gym.Env):
         return self.frame, {}
 
     def step(self, action):
-        end = time.perf_counter() + self.burn
-        while time.perf_counter() < end:
-            pass
+        burn(self.burn)
         self.t += 1
         self.frame[..., self.t % 4] = self.t % 256
         return self.frame, 1.0, False, self.t >= 500, {}

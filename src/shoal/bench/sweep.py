@@ -303,7 +303,9 @@ def _policy(policy: str | Path, envs: Any, pairs: list[tuple[str, int]]) -> Call
     try:
         import torch
     except ImportError as exc:
-        raise MissingDependencyError('a TorchScript policy needs PyTorch: pip install "shoal[torch]"') from exc
+        raise MissingDependencyError(
+            'a policy file (.pt2 or TorchScript) needs PyTorch: pip install "shoal[torch]"'
+        ) from exc
     try:
         if path.suffix == ".pt2":  # torch.export's format, which supersedes TorchScript
             module = torch.export.load(str(path)).module()

@@ -144,12 +144,17 @@ def test_wrappers_of_a_batch_native_env_are_refused():
 
 
 @pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP], ids=lambda m: m.value)
-@pytest.mark.parametrize("env_id", ["HalfCheetah-v5", "Ant-v5"])
+@pytest.mark.parametrize("env_id", ["HalfCheetah-v5", "Ant-v5", "gymnasium_robotics:PointMaze_UMaze-v3",
+                                    "gymnasium_robotics:AntMaze_UMaze-v5"])
 def test_mujoco_equals_gymnasium(env_id, mode):
     """MuJoCo's continuous-control envs (Box actions, float64 observations, infos of float64 and float32 scalars
-    every step; Ant also ends episodes when it falls), with episodes of different lengths so that autoresets come at
-    different steps: equal to Gymnasium's SyncVectorEnv on the serial and multiprocessing backends."""
+    every step; Ant also ends episodes when it falls), and Gymnasium-Robotics' goal-conditioned mazes on MuJoCo (Dict
+    observations of the goal reached and the goal wanted, a ``success`` info, a new goal at each reset), with episodes
+    of different lengths so that autoresets come at different steps: equal to Gymnasium's SyncVectorEnv on the serial
+    and multiprocessing backends."""
     pytest.importorskip("mujoco", reason="the test extra installs it (gymnasium[mujoco])")
+    if env_id.startswith("gymnasium_robotics:"):
+        pytest.importorskip("gymnasium_robotics", reason="the test extra installs it")
     fns = [functools.partial(gym.make, env_id, max_episode_steps=12 + 3 * i) for i in range(4)]
     space = gym.make(env_id).action_space
     rng = np.random.default_rng(0)

@@ -325,6 +325,32 @@ def test_ppo_with_vec_normalize_on_mujoco_learns_what_it_learns_on_sb3s_dummy_ve
     assert_same(got[1:], want[1:])
 
 
+@pytest.mark.parametrize("build", list(BUILDS))
+def test_her_on_a_goal_env_learns_what_it_learns_on_sb3s_dummy_vec_env(build):
+    """Hindsight experience replay, SB3's for goal-conditioned envs: SAC with its ``HerReplayBuffer`` on
+    Gymnasium-Robotics' PointMaze (Dict observations of goals, episodes cut short at different steps so that the
+    buffer stores ``terminal_observation``s and time-outs). The buffer relabels goals by calling the env's
+    ``compute_reward`` through ``env_method``, on the workers. Trained with the same seed on shoal and on SB3's own
+    DummyVecEnv, the policy's parameters are bit for bit equal."""
+    pytest.importorskip("gymnasium_robotics", reason="the test extra installs it")
+    import torch
+    from stable_baselines3 import SAC, HerReplayBuffer
+
+    # (the module:id form imports Gymnasium-Robotics where the env is made, also in a spawned worker)
+    fns = [functools.partial(gym.make, "gymnasium_robotics:PointMaze_UMaze-v3", max_episode_steps=15 + 4 * i)
+           for i in range(3)]
+
+    def train(vec):
+        model = SAC("MultiInputPolicy", vec, replay_buffer_class=HerReplayBuffer, buffer_size=1000, learning_starts=60,
+                    batch_size=32, policy_kwargs={"net_arch": [16, 16]}, seed=0, device="cpu")
+        model.learn(total_timesteps=150)
+        vec.close()
+        return [p.detach() for p in model.policy.parameters()]
+
+    want, got = train(DummyVecEnv(fns)), train(BUILDS[build](fns))
+    assert all(torch.equal(g, w) for g, w in zip(got, want, strict=True))
+
+
 def test_ppo_cnn_policy_on_atari():
     from stable_baselines3 import PPO
 

@@ -330,7 +330,7 @@ def test_her_on_a_goal_env_learns_what_it_learns_on_sb3s_dummy_vec_env(build):
     """Hindsight experience replay, SB3's for goal-conditioned envs: SAC with its ``HerReplayBuffer`` on
     Gymnasium-Robotics' PointMaze (Dict observations of goals, episodes cut short at different steps so that the
     buffer stores ``terminal_observation``s and time-outs). The buffer relabels goals by calling the env's
-    ``compute_reward`` through ``env_method``, on the workers. Trained with the same seed on shoal and on SB3's own
+    ``compute_reward`` through ``env_method``, where the envs are. Trained with the same seed on shoal and on SB3's own
     DummyVecEnv, the policy's parameters are bit for bit equal."""
     pytest.importorskip("gymnasium_robotics", reason="the test extra installs it")
     import torch

@@ -31,7 +31,7 @@ def pytest_collection_modifyitems(items):
 def ray_session():
     """One real local Ray for the whole run (shoal joins it, so it does not start and stop one per env)."""
     ray = pytest.importorskip("ray")
-    tests = os.path.dirname(os.path.abspath(__file__))  # actors import the test envs (fakes.py) by name
+    tests = os.path.dirname(os.path.abspath(__file__))  # actors import the test envs (the fakes package) by name
     path = os.pathsep.join(p for p in (tests, os.environ.get("PYTHONPATH")) if p)
     ray.init(  # "local": its own, whatever cluster Ray's address file names (see test_ray's test of it)
         address="local", num_cpus=2, include_dashboard=False, logging_level="WARNING",

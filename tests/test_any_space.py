@@ -9,7 +9,7 @@ import functools
 import gymnasium as gym
 import numpy as np
 import pytest
-from fakes import LooseSpaceEnv
+from fakes.envs import LooseSpaceEnv
 from gymnasium.vector import AutoresetMode
 from helpers import assert_same, beside_gymnasium, rollout
 

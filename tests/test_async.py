@@ -7,7 +7,8 @@ import functools
 import gymnasium as gym
 import numpy as np
 import pytest
-from fakes import SlowEnv, SpaceEnv
+from fakes.envs import SpaceEnv
+from fakes.faults import SlowEnv
 from helpers import assert_same, own_trajectories
 
 import shoal

@@ -9,7 +9,7 @@ from functools import partial
 import gymnasium as gym
 import numpy as np
 import pytest
-from fakes import CountingEnv, KeepsItsOutputs
+from fakes.envs import CountingEnv, KeepsItsOutputs
 from gymnasium.vector import AutoresetMode
 from helpers import assert_same
 

@@ -11,7 +11,8 @@ from contextlib import closing
 import gymnasium as gym
 import numpy as np
 import pytest
-from fakes import BadDataEnv, BoolReward, FaultyEnv, IntFlags, SpaceEnv
+from fakes.envs import BoolReward, IntFlags, SpaceEnv
+from fakes.faults import BadDataEnv, FaultyEnv
 from helpers import assert_same
 
 import shoal

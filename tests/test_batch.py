@@ -12,7 +12,7 @@ import shoal
 from shoal.batch import BatchEnv, Streams, compare, seed_states
 from shoal.errors import ConfigError, EnvError, EnvOutputError, ResetNeededError
 
-from fakes import BadBatch, Walk, WalkSingle
+from fakes.batch import BadBatch, Walk, WalkSingle
 from helpers import assert_same, run_readme_block
 
 

@@ -1,6 +1,7 @@
 """The code itself: ``src/`` type-checks with mypy (STYLE: shoal ships ``py.typed``) and the repository passes the
-project's ruff rules (pyflakes' errors, 120-column lines). Both tools are pinned in the ``test`` extra. And the lower
-bounds of ``pyproject.toml``'s dependencies are ones ``.ci/floor`` can pin and test."""
+project's ruff rules (pyflakes' errors, 120-column lines). Both tools are pinned in the ``test`` extra. No module of
+shoal's own reaches its 500th line (STYLE). And the lower bounds of ``pyproject.toml``'s dependencies are ones
+``.ci/floor`` can pin and test."""
 
 from __future__ import annotations
 
@@ -25,6 +26,16 @@ def test_src_type_checks_with_mypy():
 def test_the_code_passes_ruff():
     run = _run("ruff", "check", "--output-format", "concise", "src", "tests", "benchmarks", "examples", ".ci")
     assert run.returncode == 0, f"ruff found problems:\n{run.stdout}{run.stderr}"
+
+
+def test_no_module_of_shoals_own_reaches_its_500th_line():
+    """STYLE: a module is split when its 500th line arrives: the Python and C of src/, the tests and their fakes, the
+    benchmarks, the examples and .ci's scripts (not the peers' own suites, kept unchanged in .ci's folders)."""
+    ours = [*ROOT.glob("src/**/*.py"), *ROOT.glob("src/**/*.[ch]"), *ROOT.glob("tests/**/*.py"),
+            *ROOT.glob("benchmarks/**/*.py"), *ROOT.glob("examples/**/*.py"), *ROOT.glob(".ci/*.py")]
+    assert len(ours) > 100 and ROOT / "src/shoal/vector/_rows.c" in ours  # (the globs find the code)
+    long = {str(path.relative_to(ROOT)): n for path in ours if (n := len(path.read_bytes().splitlines())) >= 500}
+    assert long == {}, f"modules of 500 lines or more (split them by concept): {long}"
 
 
 def test_every_dependency_has_a_lower_bound_that_ci_pins_to_its_oldest_release_line():

@@ -14,7 +14,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 from gymnasium.vector import AutoresetMode
-from fakes import SPACES, AsReturned, ScalarInfos, SpaceEnv
+from fakes.envs import SPACES, AsReturned, ScalarInfos, SpaceEnv
 from gymnasium.utils.env_checker import data_equivalence
 from helpers import assert_same, beside_gymnasium, rollout
 

@@ -14,7 +14,8 @@ import numpy as np
 import psutil
 import pytest
 from gymnasium import spaces
-from fakes import FaultyEnv, SpaceEnv
+from fakes.envs import SpaceEnv
+from fakes.faults import FaultyEnv
 
 import shoal
 from shoal import errors

@@ -17,7 +17,7 @@ import shoal
 from shoal.errors import ConfigError, EnvError, EnvOutputError, ResetNeededError
 from shoal.vector.infos import unbatch_info
 
-from fakes import LooseSpaceEnv, SpaceEnv
+from fakes.envs import LooseSpaceEnv, SpaceEnv
 from helpers import assert_same, run_readme_block
 
 BACKENDS = [{"backend": "serial"}, {"num_workers": 2}]

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from gymnasium.vector import AutoresetMode
 
-from fakes import NumericInfos
+from fakes.envs import NumericInfos
 from helpers import beside_gymnasium, memory_grown, rollout
 from test_infos import assert_same, gymnasiums
 

@@ -23,7 +23,9 @@ from unittest import mock
 import gymnasium as gym
 import numpy as np
 import pytest
-from fakes import AsReturned, Chatter, DictJoinLeave, JoinLeave, Mixed, SpaceEnv, VariedAgents, Walk, WalkSingle
+from fakes.batch import Walk, WalkSingle
+from fakes.envs import AsReturned, SpaceEnv
+from fakes.multiagent import Chatter, DictJoinLeave, JoinLeave, Mixed, VariedAgents
 from gymnasium.vector import AutoresetMode
 from helpers import assert_same, own_trajectories
 from hypothesis import HealthCheck, example, given, settings
@@ -343,7 +345,7 @@ def multiagent_programs(draw):
 def test_generated_multiagent_programs_equal_the_serial_backend(config, program):
     """Multi-agent rows (agents joining and leaving, a loose Text leaf in same-step final observations) under
     steps, resets and partial resets of whole envs in every autoreset mode: the worker backends equal the serial one
-    (itself checked against the envs stepped by hand and written tables in test_multiagent), bit for bit."""
+    (itself checked against the envs stepped by hand and written tables in test_multiagent_population), bit for bit."""
     _multiagent_results(config, *program)
 
 

@@ -16,7 +16,7 @@ import shoal
 from shoal.errors import EnvError, WaitTimeoutError
 from shoal.vector.copies import SplitCopies
 
-from fakes import Walk
+from fakes.batch import Walk
 
 N = 16384  # Walk's results: 18 bytes per env, ~288 KiB in all (above SPLIT_FROM)
 

@@ -28,7 +28,9 @@ from shoal.vector.load import (
 )
 from shoal.vector.serial import SerialTransport
 
-from fakes import CountingEnv, FaultyEnv, SlowEnv, Walk
+from fakes.batch import Walk
+from fakes.envs import CountingEnv
+from fakes.faults import FaultyEnv, SlowEnv
 from helpers import assert_same, rollout
 
 CORES = usable_cores()

@@ -1,4 +1,5 @@
-"""Multi-agent (PettingZoo) envs with agents as rows: equal to the same envs stepped by hand, on every backend."""
+"""Multi-agent (PettingZoo) envs with agents as rows: equal to the same envs stepped by hand, on every backend.
+Agents that join and leave: test_multiagent_population.py; errors: test_multiagent_errors.py."""
 
 from __future__ import annotations
 
@@ -10,9 +11,7 @@ import pytest
 from gymnasium import spaces
 
 import shoal
-from fakes import (
-    JOIN_LEAVE_OBS, Chatter, DictJoinLeave, JoinLeave, LiesAboutObs, Mixed, Relay, VariedAgents, rps_raising,
-)
+from fakes.multiagent import JOIN_LEAVE_OBS, DictJoinLeave, JoinLeave, Mixed, VariedAgents
 from shoal import errors
 from shoal.multiagent.engine import PettingZooEngine
 
@@ -200,133 +199,6 @@ def test_pistonball_on_ray(ray_session):
     run_beside(partial(pistonball_v6.parallel_env, max_cycles=4), 2, 9, {"backend": "ray", "num_workers": 2})
 
 
-# -- ordering, padding and masks: the scripted variable population --------------------------------------------------
-
-P = None  # shorthand for a padding observation in the tables
-# step -> (observation [base + t, number, last action] per row a, b, c or P; rewards; terminated; truncated; mask),
-# every action 1, reset seed 7 (base 7); step 7 is the autoreset (seed None: base 1007).
-NEXT_STEP_TABLE = [
-    ([[8, 0, 1], [8, 1, 1], P], [11, 11, 0], [0, 0, 1], [0, 0, 0], [1, 1, 0]),
-    ([[9, 0, 1], [9, 1, 1], P], [21, 21, 0], [0, 1, 1], [0, 0, 0], [1, 1, 0]),
-    ([[10, 0, 1], P, [10, 2, 0]], [31, 0, 0], [0, 1, 0], [0, 0, 0], [1, 0, 1]),
-    ([[11, 0, 1], P, [11, 2, 1]], [41, 0, 41], [0, 1, 0], [0, 0, 0], [1, 0, 1]),
-    ([[12, 0, 1], P, [12, 2, 1]], [51, 0, 51], [1, 1, 0], [0, 0, 0], [1, 0, 1]),
-    ([P, P, [13, 2, 1]], [0, 0, 61], [1, 1, 0], [0, 0, 1], [0, 0, 1]),
-    ([[1007, 0, 0], [1007, 1, 0], P], [0, 0, 0], [0, 0, 1], [0, 0, 0], [1, 1, 0]),
-    ([[1008, 0, 1], [1008, 1, 1], P], [11, 11, 0], [0, 0, 1], [0, 0, 0], [1, 1, 0]),
-]
-
-
-def table_obs(rows):
-    return np.array([[0, 0, 0] if r is None else r for r in rows], np.int64)
-
-
-@pytest.mark.parametrize("config", SMALL_BACKENDS)
-def test_variable_population_rows_next_step(config):
-    with shoal.make(JoinLeave, 2, autoreset_mode="next_step", **config) as envs:
-        assert (envs.num_envs, envs.num_multiagent_envs, envs.agents_per_env) == (6, 2, 3)
-        assert envs.row_agent == ["a", "b", "c", "a", "b", "c"]
-        np.testing.assert_array_equal(envs.row_env, [0, 0, 0, 1, 1, 1])
-        obs, info = envs.reset(seed=[7, 7])
-        np.testing.assert_array_equal(obs[:3], table_obs([[7, 0, 0], [7, 1, 0], P]))
-        np.testing.assert_array_equal(info["agent_mask"], [1, 1, 0, 1, 1, 0])
-        np.testing.assert_array_equal(info["hello"], [0, 1, 0, 0, 1, 0])
-        np.testing.assert_array_equal(info["_hello"], [1, 1, 0, 1, 1, 0])
-        np.testing.assert_array_equal(info["env_index"], [0, 0, 0, 1, 1, 1])
-        np.testing.assert_array_equal(info["agent_index"], [0, 1, 2, 0, 1, 2])
-        for t, (rows, rew, term, trunc, mask) in enumerate(NEXT_STEP_TABLE, start=1):
-            obs, r, te, tr, info = envs.step(np.ones(6, np.int64))
-            for e in range(2):
-                np.testing.assert_array_equal(obs[3 * e : 3 * e + 3], table_obs(rows), err_msg=f"step {t}")
-                np.testing.assert_array_equal(r[3 * e : 3 * e + 3], rew, err_msg=f"step {t}")
-                np.testing.assert_array_equal(te[3 * e : 3 * e + 3], np.array(term, bool), err_msg=f"step {t}")
-                np.testing.assert_array_equal(tr[3 * e : 3 * e + 3], np.array(trunc, bool), err_msg=f"step {t}")
-                np.testing.assert_array_equal(info["agent_mask"][3 * e : 3 * e + 3], np.array(mask, bool))
-            live = np.tile(np.array(mask, bool), 2)
-            if t == 7:  # the autoreset step: the reset infos, in the live rows
-                np.testing.assert_array_equal(info["_hello"], live)
-            else:
-                np.testing.assert_array_equal(info["t"][live], t if t < 7 else t - 7)  # the env's own step count
-                np.testing.assert_array_equal(info["_t"], live)
-
-
-def test_variable_population_rows_same_step():
-    with shoal.make(JoinLeave, 1, autoreset_mode="same_step", backend="serial") as envs:
-        envs.reset(seed=7)
-        for t in range(5):
-            envs.step(np.ones(3, np.int64))
-        obs, r, te, tr, info = envs.step(np.ones(3, np.int64))  # step 6 ends the episode and resets at once
-        np.testing.assert_array_equal(obs, table_obs([[1007, 0, 0], [1007, 1, 0], P]))  # the new episode
-        np.testing.assert_array_equal(r, [0, 0, 61])  # the final step's rewards and flags
-        np.testing.assert_array_equal(te, [True, True, False])
-        np.testing.assert_array_equal(tr, [False, False, True])
-        np.testing.assert_array_equal(info["agent_mask"], [True, True, False])  # of the observations returned
-        np.testing.assert_array_equal(info["_final_obs"], [True, True, True])
-        np.testing.assert_array_equal(info["final_obs"][2], [13, 2, 1])
-        np.testing.assert_array_equal(info["final_obs"][0], [0, 0, 0])
-        assert info["final_info"]["t"][2] == 6 and not info["final_info"]["_t"][0]
-        np.testing.assert_array_equal(info["_hello"], [True, True, False])
-
-
-@pytest.mark.parametrize("config", SMALL_BACKENDS)
-def test_same_step_final_observations_keep_their_loose_leaves(config):
-    """A Text leaf travels beside the shared records; in same-step mode each ended row's final_obs still holds it,
-    as the env returned it at the step that ended the episode (and the next episode's first observation is the one
-    returned). The env keeps its info dicts and changes them in that reset: ``final_info`` holds them as they were."""
-    with shoal.make(partial(Chatter, keep_infos=True), 2, autoreset_mode="same_step", **config) as envs:
-        obs, _ = envs.reset(seed=0)
-        assert list(obs["said"]) == ["0:0:0", "0:0:1"] * 2
-        for _ in range(2):
-            obs, _, te, _, info = envs.step(np.zeros(4, np.int64))
-        assert "final_obs" not in info
-        obs, _, te, _, info = envs.step(np.zeros(4, np.int64))  # step 3 ends every episode
-        assert te.all() and info["_final_obs"].all()
-        for row in range(4):
-            assert info["final_obs"][row]["said"] == f"0:3:{row % 2}"
-            np.testing.assert_array_equal(info["final_obs"][row]["t"], [3])
-        assert list(obs["said"]) == ["1:0:0", "1:0:1"] * 2
-        np.testing.assert_array_equal(info["final_info"]["t"], [3] * 4)
-        np.testing.assert_array_equal(info["t"], [0] * 4)  # the reset's
-
-
-def test_variable_population_disabled_autoreset_and_partial_reset():
-    with shoal.make(JoinLeave, 2, autoreset_mode="disabled", backend="serial") as envs:
-        envs.reset(seed=[7, 50])
-        for _ in range(6):
-            envs.step(np.ones(6, np.int64))
-        with pytest.raises(errors.ResetNeededError, match=r"envs \[0, 1, 2, 3, 4, 5\] ended their episode"):
-            envs.step(np.ones(6, np.int64))
-        with pytest.raises(errors.ResetArgumentError, match=r"selects some rows of env 1 \(rows 3-5\) but not all"):
-            envs.reset(options={"reset_mask": np.array([0, 0, 0, 1, 0, 0], bool)})
-        with pytest.raises(errors.ResetArgumentError, match=r"selects some rows of env 1 \(rows 3-5\) but not all"):
-            envs.reset(options={"reset_mask": np.array([0, 0, 0, 1, 1, 0], bool)})  # its third row alone left out
-        obs, info = envs.reset(seed=[None, 90], options={"reset_mask": np.array([False, True])})  # one bool per env
-        np.testing.assert_array_equal(obs[3:], table_obs([[90, 0, 0], [90, 1, 0], P]))
-        np.testing.assert_array_equal(obs[:3], table_obs([P, P, [13, 2, 1]]))  # env 0 untouched
-        with pytest.raises(errors.ResetNeededError, match=r"envs \[0, 1, 2\]"):
-            envs.step(np.ones(6, np.int64))
-
-
-def test_async_batches_are_whole_envs():
-    with shoal.make(JoinLeave, 4, backend="multiprocessing", num_workers=2, batch_size=6, context="fork") as envs:
-        obs, info = envs.reset(seed=0)
-        seen = set()
-        for t in range(2000):  # (every env comes in some batch, though on 2 cores the second worker's first answer
-            # can come after a dozen of the first's, idle, and under CI's load after more than 8)
-            ids = info["env_id"]
-            assert len(ids) == 6 and (ids.reshape(2, 3) % 3 == [0, 1, 2]).all()
-            np.testing.assert_array_equal(info["env_index"], ids // 3)
-            seen |= set((ids // 3).tolist())
-            if t >= 8 and seen == {0, 1, 2, 3}:
-                break
-            obs, r, te, tr, info = envs.step(np.ones(6, np.int64))
-        assert seen == {0, 1, 2, 3}
-    with pytest.raises(errors.ConfigError, match=r"batch_size must be a multiple of 3"):
-        shoal.make(JoinLeave, 4, backend="serial", batch_size=4)
-    with pytest.raises(errors.ConfigError, match=r"num_workers must be between 1 and the number of envs \(4, of 3"):
-        shoal.make(JoinLeave, 4, backend="multiprocessing", num_workers=5)
-
-
 # -- AEC envs, heterogeneous agents, calls ----------------------------------------------------------------------------
 
 
@@ -477,113 +349,6 @@ def test_sequences_are_refused():
             envs.step([np.array([1, 1])] * 3)
 
 
-# -- faults ------------------------------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("config", SMALL_BACKENDS[:2])
-def test_a_raising_agent_step_names_env_and_agent(config):
-    with shoal.make(rps_raising, 2, **config) as envs:
-        envs.reset(seed=0)
-        envs.step(np.array([0, 1, 1, 1]))
-        message = r"env 1 \(rps_v2, rows 2-3\) raised ValueError stepping agent 'player_1' in step\(\): illegal move 2"
-        with pytest.raises(ValueError, match=message) as caught:
-            envs.step(np.array([0, 1, 1, 2]))
-        assert isinstance(caught.value, errors.EnvError) and caught.value.env_id == 1
-    with shoal.make(partial(JoinLeave, fail_at=2), 2, backend="serial") as envs:
-        envs.reset(seed=0)
-        envs.step(np.ones(6, np.int64))
-        with pytest.raises(errors.EnvError, match=r"env 0 \(join_leave_v0, rows 0-2\) raised ValueError in step\(\)"):
-            envs.step(np.ones(6, np.int64))
-
-
-def reset_and_step(envs, steps: int):
-    """A seeded reset, then ``steps`` steps of zero actions; the last observations."""
-    obs = envs.reset(seed=0)[0]
-    for _ in range(steps):
-        obs = envs.step(np.zeros(envs.num_envs, np.int64))[0]
-    return obs
-
-
-LIES = {  # kind of bad result -> what the error says after "for agent 'y' from reset() / step(): "
-    "shape": r"observation: expected shape \(2,\) for Box\(0.0, 1.0, \(2,\), float32\), got an array of shape \(3,\)",
-    "none": r"observation: expected a value of Box\(0.0, 1.0, \(2,\), float32\), got None",
-    "complex": r"observation: expected numbers of dtype float32 .* got an array of shape \(2,\) and dtype complex64",
-    "info": r"expected its info as a dict, got int 5",
-    "reward": r"expected the reward as one real number, got str '1.0'",
-    "flag": r"expected terminated as a bool \(or an int 0 or 1\), got int 2",
-    "missing": r"an observation but no entry in rewards",
-}
-
-
-@pytest.mark.parametrize("config", SMALL_BACKENDS[:2])
-@pytest.mark.parametrize(
-    "bad_at, what",
-    [(0, what) for what in ("shape", "none", "complex", "info")] + [(1, what) for what in LIES] +
-    [(3, what) for what in ("shape", "flag")],
-)
-def test_bad_agent_outputs_name_env_and_agent(config, bad_at, what):
-    """Every step's results are checked, not only the first's: at a reset, the first step and a later one."""
-    during = "reset" if bad_at == 0 else "step"
-    with shoal.make(partial(LiesAboutObs, bad_at=bad_at, what=what), 2, **config) as envs:
-        message = rf"env 0 \(lies_v0, rows 0-1\) returned bad data for agent 'y' from {during}\(\): {LIES[what]}"
-        with pytest.raises(errors.EnvOutputError, match=message):
-            reset_and_step(envs, bad_at)
-
-
-@pytest.mark.parametrize("config", SMALL_BACKENDS[:2])
-def test_an_env_that_empties_its_agents_with_agents_not_done_is_named(config):
-    """PettingZoo removes an agent from ``agents`` only once it is terminated or truncated; an env that empties the
-    list while an agent it returned is neither would end that agent's row with no flag (a learner reads a transition
-    into the next episode): refused, naming the env and the agent. Relay(vanish=True)'s episode 0 ends at step 2."""
-    with shoal.make(partial(Relay, vanish=True), 2, **config) as envs:
-        envs.reset(seed=[0, 3])
-        envs.step(np.zeros(4, np.int64))
-        message = (r"env 0 \(relay_v0, rows 0-1\) returned bad data for agent 'x' from step\(\): an observation with "
-                   r"terminated and truncated both False, and then an empty agents list")
-        with pytest.raises(errors.EnvOutputError, match=message) as err:
-            envs.step(np.zeros(4, np.int64))
-        assert err.value.env_id == 0
-    with shoal.make(Relay, 2, **config) as envs:  # the same episodes, with their flags: they end and reset
-        envs.reset(seed=[0, 3])
-        envs.step(np.zeros(4, np.int64))
-        obs, _, term, trunc, _ = envs.step(np.zeros(4, np.int64))
-        assert term.tolist() == [True, True, False, False] and trunc.tolist() == [False, False, True, True]
-
-
-@pytest.mark.parametrize("bad_at", [1, 3])
-def test_step_results_that_are_not_five_dicts_are_named(bad_at):
-    for what, got in [("list", r"got \(dict, list, dict, dict, dict\)"), ("four", "got a tuple of 4")]:
-        with shoal.make(partial(LiesAboutObs, bad_at=bad_at, what=what), 2, backend="serial") as envs:
-            reset_and_step(envs, bad_at - 1)
-            message = (r"env 0 \(lies_v0, rows 0-1\) returned bad data from step\(\): expected five dicts "
-                       r"\(observations, rewards, terminations, truncations, infos\), " + got)
-            with pytest.raises(errors.EnvOutputError, match=message):
-                envs.step(np.zeros(4, np.int64))
-
-
-@pytest.mark.parametrize("bad_at, during", [(0, "reset"), (2, "step")])
-def test_a_float_past_float32s_range_warns_as_numpy_does(bad_at, during):
-    with shoal.make(partial(LiesAboutObs, bad_at=bad_at, what="far"), 2, backend="serial") as envs:
-        with pytest.warns(RuntimeWarning, match="overflow encountered in cast"):
-            obs = reset_and_step(envs, bad_at)
-        assert obs[1].tolist() == [np.inf, 0.5] and obs[3].tolist() == [np.inf, 0.5]
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")
-            message = (rf"env 0 \(lies_v0, rows 0-1\) raised RuntimeWarning writing its rows from {during}\(\): "
-                       r"overflow encountered in cast")
-            with pytest.raises(errors.EnvError, match=message):
-                reset_and_step(envs, bad_at)
-
-
-@pytest.mark.parametrize("bad_at, during", [(0, "reset"), (2, "step")])
-def test_an_agent_not_in_possible_agents_is_named(bad_at, during):
-    with shoal.make(partial(LiesAboutObs, bad_at=bad_at, what="unknown"), 2, backend="serial") as envs:
-        message = (rf"env 0 \(lies_v0, rows 0-1\) returned bad data for agent 'z' from {during}\(\): an agent not "
-                   r"in possible_agents \['x', 'y'\]")
-        with pytest.raises(errors.EnvOutputError, match=message):
-            reset_and_step(envs, bad_at)
-
-
 @pytest.mark.parametrize("config", SMALL_BACKENDS[:3])
 def test_results_of_every_type_store_as_pettingzoo_returns_them(monkeypatch, config):
     """An env whose values take the C writer on some steps and the full checks on others (VariedAgents) gives the
@@ -661,24 +426,6 @@ def test_well_behaved_multiagent_envs_never_take_the_slow_path(monkeypatch, fn):
     assert slow == []
 
 
-def test_bad_action_rows_are_typed_errors():
-    with shoal.make(JoinLeave, 2, backend="serial") as envs:
-        envs.reset(seed=0)
-        with pytest.raises(errors.ActionError, match=r"expected shape \(6,\), got \(2,\)"):
-            envs.step(np.ones(2, np.int64))
-        with pytest.raises(errors.ActionError, match=r"outside \[0, 3\]"):
-            envs.step(np.full(6, 4))
-
-
-def test_a_pettingzoo_instance_or_a_mix_says_what_to_pass():
-    with pytest.raises(errors.ConfigError, match=r"is a PettingZoo ParallelEnv .* when given a callable"):
-        shoal.make(JoinLeave(), 2)
-    import gymnasium as gym
-
-    with pytest.raises(errors.ConfigError, match=r"one vector env holds one kind of env"):
-        shoal.make([lambda: gym.make("CartPole-v1"), JoinLeave], backend="serial")
-
-
 def test_seed_forms():
     with shoal.make(JoinLeave, 2, backend="serial") as envs:
         assert envs.reset(seed=7)[0][[0, 3], 0].tolist() == [7, 8]  # env e gets seed + e
@@ -686,23 +433,3 @@ def test_seed_forms():
         assert envs.reset(seed=[5, 6, 6, 9, 1, 1])[0][[0, 3], 0].tolist() == [5, 9]  # per row: the first row's
         with pytest.raises(errors.ResetArgumentError, match=r"expected 2 seeds \(one per env\), got 3"):
             envs.reset(seed=[1, 2, 3])
-
-
-def test_structured_observations_pad_with_zero_records():
-    with shoal.make(DictJoinLeave, 2, backend="serial") as envs:
-        obs, info = envs.reset(seed=7)
-        for _ in range(3):
-            obs, r, te, tr, info = envs.step(np.ones(6, np.int64))
-        np.testing.assert_array_equal(obs["obs"][:3], table_obs(NEXT_STEP_TABLE[2][0]))  # b is padding at step 3
-        np.testing.assert_array_equal(obs["pair"][0][:3], [0, 0, 2])
-        np.testing.assert_array_equal(obs["pair"][1][:3], [1, 0, 0])
-
-
-def test_envs_whose_agents_differ_from_env_0s_are_refused():
-    class Wider(JoinLeave):
-        def action_space(self, agent):
-            return spaces.Discrete(5)
-
-    message = r"env 1 agent 'a' has observation space .* Discrete\(5\); env 0"
-    with pytest.raises(errors.SpaceMismatchError, match=message):
-        shoal.make([JoinLeave, Wider], backend="serial")

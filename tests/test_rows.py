@@ -1,143 +1,32 @@
 """The engine's fast write of a step's results (shoal.vector._rows): it stores exactly what numpy's writes would
 store for the values it takes, writes nothing when any value is not one of them, and a well-behaved env never leaves
 it; everything it leaves gets the full checks (tests/test_bad_data.py), so what is stored equals Gymnasium's
-SyncVectorEnv whatever types an env returns."""
+SyncVectorEnv whatever types an env returns. Its numbers: test_rows_numbers.py; a multi-agent env's rows:
+test_rows_agents.py."""
 
 from __future__ import annotations
 
 import functools
 import importlib.util
 import warnings
-from collections import OrderedDict, defaultdict, namedtuple
+from collections import OrderedDict, namedtuple
 from contextlib import closing
 
 import gymnasium as gym
 import numpy as np
 import pytest
+from fakes.varied import DICT_SPACE, FLOAT_OBS, Said, TextOnly, Varied, VariedDict
 from gymnasium import spaces
 from helpers import assert_same
 
 import shoal
-from shoal.errors import EnvError
 from shoal.spaces import Layout
 from shoal.vector._rows import RowWriter
 from shoal.vector.outputs import observation_check
 from shoal.vector import gym_engine
 
-FLOAT_OBS = [
-    np.array([1.5, -0.0, np.nan, np.inf], np.float32),
-    np.array([1 / 3, -1e-40, 0.1, -np.inf]),  # float64 into float32: rounded, a subnormal, as numpy casts them
-    [0.25, 0.5, 0.75, 1.0],  # a list of Python floats
-    [0.5, np.float32(0.1), 1, True],  # a list with a bool (the slow path)
-    np.arange(8, dtype=np.float32)[::2],  # not contiguous: numpy's own copy
-    (0.5, -1.0, 2, np.float32(0.1)),  # a tuple, read as numpy reads a list
-    np.array([1, 2**60 + 2**36 + 1, -3, 2**24 + 1]),  # int64: rounded into float32 as numpy casts them
-    np.arange(4, dtype=np.float32).astype(">f4"),  # big-endian (the slow path)
-]
-REWARDS = [1.5, -2, True, np.float64(0.125), np.float32(0.3), np.int64(7), np.bool_(True), 10**20, np.float16(0.5),
-           np.array(0.25), np.array(3, np.int32)]  # (0-d arrays: np.where of scalars returns one)
-FLAGS = [False, np.bool_(False), 0, np.int64(0), np.array(False)]  # none of them ends an episode
 
-
-class Varied(gym.Env):
-    """Each step's results of another kind: observations as float32 and float64 arrays, lists, strided and
-    big-endian arrays; rewards of every real type; flags as Python and numpy bools and ints 0 and 1."""
-
-    observation_space = spaces.Box(-np.inf, np.inf, (4,), np.float32)
-    action_space = spaces.Discrete(2)
-
-    def reset(self, *, seed=None, options=None):
-        super().reset(seed=seed)
-        self.t = int(self.np_random.integers(10))
-        return FLOAT_OBS[0], {}
-
-    def step(self, action):
-        self.t += 1
-        t = self.t
-        ended = t % 7 == 0
-        terminated = (True if t % 2 else np.bool_(True)) if ended else FLAGS[t % len(FLAGS)]
-        truncated = (1 if t % 3 else np.bool_(True)) if t % 11 == 0 else FLAGS[(t // 2) % len(FLAGS)]
-        obs = FLOAT_OBS[t % len(FLOAT_OBS)]
-        return obs, REWARDS[t % len(REWARDS)], terminated, truncated, {}
-
-
-DICT_SPACE = spaces.Dict(
-    {
-        "id": spaces.Discrete(5),
-        "pos": spaces.Box(-1, 1, (2,), np.float32),
-        "pair": spaces.Tuple((spaces.Discrete(3), spaces.Box(0, 255, (3, 2), np.uint8))),
-        "level": spaces.Box(-10, 10, (), np.float64),
-    }
-)
-
-
-class VariedDict(gym.Env):
-    """A Dict observation (a Tuple inside) whose scalar leaves come as Python ints and floats, numpy scalars and 0-d
-    arrays, its tuple as a tuple or a list, its arrays as float64 for float32 and its frame strided (a transpose) or
-    as a list of its rows at times; ``exact``: only values the fast path takes (no int32 for the Discrete, no float32
-    for the float64 leaf, no list for the tuple, no strided rows in the frame's list)."""
-
-    observation_space = DICT_SPACE
-    action_space = spaces.Discrete(2)
-
-    def __init__(self, exact: bool = False) -> None:
-        self.exact = exact
-
-    def reset(self, *, seed=None, options=None):
-        super().reset(seed=seed)
-        self.t = int(self.np_random.integers(10))
-        return self._obs(), {}
-
-    def _obs(self):
-        t = self.t
-        ids = [t % 5, np.int64(t % 5), np.array(t % 5), np.int32(t % 5)]
-        level = [t * 0.5, np.float64(t * 0.5), np.float32(t * 0.5), t]
-        pos = np.full(2, t / 10 % 1, np.float32 if t % 2 else np.float64)
-        frame = ((np.arange(6).reshape(2, 3) + t) % 256).astype(np.uint8).T  # a strided field, at times
-        frame = np.ascontiguousarray(frame) if t % 2 else frame
-        if t % 5 == 1:  # a list of its rows (arrays of the leaf's dtype; strided ones take the slow path), at times
-            frame = list(np.ascontiguousarray(frame) if self.exact else frame)
-        pair = (t % 3, frame) if t % 3 or self.exact else [t % 3, frame]
-        kinds = 2 if self.exact else 4
-        return {"id": ids[t % 3 if self.exact else t % 4], "pos": pos, "pair": pair, "level": level[(t // 4) % kinds]}
-
-    def step(self, action):
-        self.t += 1
-        return self._obs(), float(action), False, self.t % 9 == 0, {}
-
-
-class Said(VariedDict):
-    """A Dict observation with a loose leaf (Text) in a Dict of its own, beside fixed-size ones: what it says changes
-    every step; ``exact``: its position is always a float32 array (else at times a list: the slow path)."""
-
-    observation_space = spaces.Dict(
-        {"pos": spaces.Box(-1, 1, (2,), np.float32), "note": spaces.Dict({"said": spaces.Text(8)}),
-         "id": spaces.Discrete(3)}
-    )
-
-    def _obs(self):
-        t = self.t
-        pos = [t / 20 % 1, -0.5] if t % 3 == 0 and not self.exact else np.array([t / 20 % 1, -0.5], np.float32)
-        return {"pos": pos, "note": {"said": f"t{t}"}, "id": t % 3}
-
-
-class Words(gym.Env):
-    """An observation that is all one loose leaf (Text): nothing of it goes into the shared records."""
-
-    observation_space = spaces.Text(8)
-    action_space = spaces.Discrete(2)
-
-    def reset(self, *, seed=None, options=None):
-        super().reset(seed=seed)
-        self.t = int(self.np_random.integers(10))
-        return f"r{self.t}", {}
-
-    def step(self, action):
-        self.t += 1
-        return f"s{self.t}a{action}", 1.0, self.t % 5 == 0, False, {}
-
-
-@pytest.mark.parametrize("env_fn", [Varied, VariedDict, Said, Words])
+@pytest.mark.parametrize("env_fn", [Varied, VariedDict, Said, TextOnly])
 def test_any_types_of_results_store_as_gymnasiums_sync_vector_env_stores_them(backend, env_fn):
     fns = [env_fn] * 4
     actions = [np.array([t % 2, 1, 0, (t // 2) % 2]) for t in range(60)]
@@ -331,98 +220,6 @@ def test_values_the_writer_does_not_store_as_numpy_does_go_the_slow_path(space, 
     assert batch.tobytes() == before.tobytes()
 
 
-def test_a_float_past_float32s_range_warns_as_numpy_does_and_names_the_env():
-    writer = RowWriter([((), (), np.zeros((2, 2), np.float32))], np.zeros(2), np.zeros(2, bool), np.zeros(2, bool),
-                       np.zeros(2, bool))
-    big = np.array([1e300, 0.0])
-    with pytest.warns(RuntimeWarning, match="overflow encountered in cast"):
-        writer.put_obs(0, big)
-    with pytest.warns(RuntimeWarning, match="overflow encountered in cast"):
-        writer.put_agents(0, 0, ("a", "b"), {"b": big}, None, None, None, {})
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        with pytest.raises(RuntimeWarning, match="overflow encountered in cast"):
-            writer.put(1, 1, big, 0.0, False, False)
-
-    class Far(gym.Env):
-        observation_space = spaces.Box(-np.inf, np.inf, (2,), np.float32)
-        action_space = spaces.Discrete(2)
-
-        def reset(self, *, seed=None, options=None):
-            return np.zeros(2), {}
-
-        def step(self, action):
-            return np.array([1e300, 1.0]) if action else np.zeros(2), 0.0, False, False, {}
-
-    with shoal.make(Far, 2, backend="serial") as envs:
-        envs.reset(seed=0)
-        with pytest.warns(RuntimeWarning, match="overflow encountered in cast"):
-            obs = envs.step(np.array([0, 1]))[0]
-        assert obs.tolist() == [[0, 0], [np.inf, 1]]
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")
-            with pytest.raises(EnvError, match="env 1 raised RuntimeWarning: overflow encountered in cast"):
-                envs.step(np.array([0, 1]))
-        with np.errstate(over="raise"):  # (the calling process's state: the serial backend steps its envs there)
-            with pytest.raises(EnvError, match="env 1 raised FloatingPointError: overflow encountered in cast"):
-                envs.step(np.array([0, 1]))
-
-
-def outcome(write):
-    """What ``write()`` raised (its type and message, or None) and the warnings it gave."""
-    with warnings.catch_warnings(record=True) as warned:
-        warnings.simplefilter("always")
-        try:
-            write()
-            raised = None
-        except Exception as exc:
-            raised = (type(exc), str(exc))
-    return raised, [(w.category, str(w.message)) for w in warned]
-
-
-@pytest.mark.parametrize("over", ["ignore", "warn", "raise"])
-def test_a_float_past_float32s_range_is_reported_under_numpys_error_state(over):
-    """Under np.errstate(over=...) (or np.seterr) the writer reports a cast past float32's range as numpy's own cast
-    does: nothing, a RuntimeWarning, or a FloatingPointError. (It warned under every state before, and did not raise
-    under "raise".)"""
-    leaf = np.zeros((2, 2), np.float32)
-    scalar = np.zeros(2, np.float32)
-    writer = RowWriter([((), (), leaf)], np.zeros(2), np.zeros(2, bool), np.zeros(2, bool), np.zeros(2, bool))
-    put_scalar = RowWriter([((), (), scalar)], np.zeros(2), np.zeros(2, bool), np.zeros(2, bool)).put
-    big = np.array([1e300, 0.0])
-    with np.errstate(over=over):
-        numpy_array = outcome(lambda: np.zeros((2, 2), np.float32).__setitem__(1, big))
-        numpy_scalar = outcome(lambda: np.zeros(2, np.float32).__setitem__(1, -1e39))
-        assert outcome(lambda: writer.put_obs(0, big)) == numpy_array
-        assert outcome(lambda: writer.put(1, 1, big, 0.0, False, False)) == numpy_array
-        assert outcome(lambda: put_scalar(1, 1, -1e39, 0.0, False, False)) == numpy_scalar
-    expected = {"ignore": (None, []), "warn": (None, [(RuntimeWarning, "overflow encountered in cast")]),
-                "raise": ((FloatingPointError, "overflow encountered in cast"), [])}[over]
-    assert numpy_array == numpy_scalar == expected  # (numpy's own reports, as this test takes them)
-    assert leaf.tolist() == [[np.inf, 0.0], [np.inf, 0.0]] and scalar[1] == -np.inf  # (written whatever the state)
-
-
-def test_rewards_and_flags_are_stored_as_floats_and_bools():
-    batch = np.zeros((2, 1), np.float32)
-    rewards, terms, truncs = np.zeros(2), np.zeros(2, np.bool_), np.zeros(2, np.bool_)
-    put = RowWriter([((), (), batch)], rewards, terms, truncs).put
-    obs = np.ones(1, np.float32)
-    numpy_ones = [np.int64(-7), np.uint64(2**64 - 1), np.int8(-3), np.float16(0.3), np.bool_(True)]
-    zero_d = [np.array(0.1), np.array(0.3, np.float32), np.array(2**64 - 1, np.uint64), np.array(-3, np.int8),
-              np.array(0.3, np.float16), np.array(True), np.array(1.5, ">f8")]
-    for reward in [1.5, -3, True, False, np.float64(0.125), np.float32(0.3), *numpy_ones, *zero_d]:
-        assert put(0, 1, obs, reward, False, False) == 1, reward
-        stored = np.zeros(1)
-        stored[0] = reward  # as numpy casts it
-        assert rewards[1] == stored[0] and rewards[0] == 0.0
-    assert put(0, 1, obs, 0.0, True, False) == 2 and terms[1] and not truncs[1]
-    assert put(0, 1, obs, 0.0, np.bool_(False), np.bool_(True)) == 2 and not terms[1] and truncs[1]
-    assert put(0, 1, obs, 0.0, False, False) == 1 and not terms[1] and not truncs[1]
-    assert put(0, 1, obs, 0.0, 0, 1) == 2 and not terms[1] and truncs[1]  # ints 0 and 1, as the full checks take them
-    assert put(0, 1, obs, 0.0, np.uint8(1), np.int64(0)) == 2 and terms[1] and not truncs[1]  # numpy's too
-    assert put(0, 1, obs, 0.0, np.array(False), np.array(True)) == 2 and not terms[1] and truncs[1]  # 0-d bool arrays
-
-
 @pytest.mark.parametrize(
     "obs,reward,terminated,truncated",
     [
@@ -576,7 +373,7 @@ def _minigrid():
             gym.make("CartPole-v1"), lambda obs: obs.astype(np.float64), gym.make("CartPole-v1").observation_space
         ),
         functools.partial(Said, exact=True),
-        Words,
+        TextOnly,
         lambda: NumpyScalars(gym.make("CartPole-v1")),
         lambda: ZeroDResults(gym.make("CartPole-v1")),
         pytest.param(_minigrid, marks=pytest.mark.skipif(
@@ -597,104 +394,6 @@ def test_well_behaved_envs_never_take_the_slow_path(monkeypatch, env_fn):
     assert slow == []
 
 
-# -- put_agents: a multi-agent env's rows (shoal.multiagent.engine) ---------------------------------------------------
-
-AGENTS = ("a", "b", "c")
-
-
-def _agent_buffers(rows=6):
-    """A writer over rows of Box(2,) float32 observations, every buffer full of values no call writes."""
-    layout = Layout(spaces.Box(-1, 1, (2,), np.float32))
-    batch = np.full((rows, 2), 7.0, np.float32)
-    rewards, terms, truncs, mask = np.full(rows, 9.0), np.ones(rows, bool), np.ones(rows, bool), np.ones(rows, bool)
-    writer = RowWriter(layout.leaf_views(batch), rewards, terms, truncs, mask)
-    return writer.put_agents, batch, rewards, terms, truncs, mask
-
-
-def test_put_agents_writes_live_agents_and_pads_the_rest():
-    put_agents, batch, rewards, terms, truncs, mask = _agent_buffers()
-    a_info = {"t": 3}
-    observations = OrderedDict(c=np.array([0.5, 0.25]), a=np.array([1, 2], np.float32))  # float64 into float32
-    flag_rewards = defaultdict(float, a=1.5, c=np.float32(0.5))  # as PettingZoo's aec_to_parallel returns them
-    infos, over = put_agents(3, 0, AGENTS, observations, flag_rewards, {"a": False, "c": 1},
-                             {"a": np.bool_(True), "c": False}, {"a": a_info, "b": {"ignored": 1}})
-    assert batch.tolist() == [[1, 2], [0, 0], [0.5, 0.25], [7, 7], [7, 7], [7, 7]]  # from target row 0
-    assert rewards.tolist() == [9, 9, 9, 1.5, 0, 0.5]  # from row 3; b is padding
-    assert terms.tolist() == [1, 1, 1, 0, 1, 1] and truncs.tolist() == [1, 1, 1, 1, 0, 0]
-    assert mask.tolist() == [1, 1, 1, 1, 0, 1]
-    assert infos[0] is a_info and infos[1:] == [{}, {}] and infos[1] is not infos[2]  # a padding row's info is {}
-    assert over is True  # a truncated, c terminated: every agent with an observation ended
-
-    live = {"a": np.zeros(2, np.float32), "b": np.zeros(2, np.float32)}
-    assert put_agents(0, 3, AGENTS, live, {"a": 0.0, "b": 0.0}, {"a": False, "b": False}, {"a": True, "b": False},
-                      {})[1] is False  # b goes on
-    assert put_agents(0, 3, AGENTS, live, {"a": 0.0, "b": 0.0}, {"a": False, "b": 0}, {"a": True, "b": 1},
-                      {})[1] is True  # b truncated
-    assert truncs[:3].tolist() == [1, 1, 0] and terms[:3].tolist() == [0, 0, 1]
-    assert put_agents(0, 3, AGENTS, {}, {}, {}, {}, {}) == ([{}, {}, {}], True)  # no agent left: all padding
-    assert not batch[3:].any() and not mask[:3].any() and terms[:3].all() and not truncs[:3].any()
-
-
-def test_put_agents_on_a_reset_writes_observations_and_mask_only():
-    put_agents, batch, rewards, terms, truncs, mask = _agent_buffers()
-    infos, over = put_agents(0, 0, AGENTS, {"b": np.ones(2, np.float32)}, None, None, None, {"b": {"hello": 1}})
-    assert infos == [{}, {"hello": 1}, {}] and over is False
-    assert batch[:3].tolist() == [[0, 0], [1, 1], [0, 0]] and mask[:3].tolist() == [0, 1, 0]
-    assert rewards.tolist() == [9.0] * 6 and terms.all() and truncs.all()  # left to the engine's reset
-
-
-class _OwnDict(dict):
-    pass
-
-
-GOOD = ({"a": np.zeros(2, np.float32)}, {"a": 1.0}, {"a": False}, {"a": False}, {"a": {}})
-
-
-@pytest.mark.parametrize(
-    "index, value",
-    [
-        (0, _OwnDict(GOOD[0])),  # a dict subclass may read its items its own way
-        (0, {"a": [0.0, True]}),  # a list with a bool
-        (0, {"a": np.zeros(3, np.float32)}),
-        (0, {"a": np.zeros(2, np.float32), "z": np.zeros(2, np.float32)}),  # an agent not in agents
-        (1, {}),  # no reward
-        (1, {"a": "1"}),
-        (1, {"a": np.complex64(1)}),
-        (2, {"a": 2}),
-        (3, {"a": None}),
-        (3, _OwnDict(GOOD[3])),
-        (4, {"a": 5}),  # an info that is not a dict
-        (4, [{}]),
-    ],
-    ids=["obs-subclass", "obs-list-bool", "obs-shape", "unknown-agent", "no-reward", "reward-str", "reward-complex",
-         "flag-2", "flag-none", "flags-subclass", "info-int", "infos-list"],
-)
-def test_put_agents_leaves_anything_inexact_to_the_slow_path(index, value):
-    put_agents = _agent_buffers()[0]
-    assert put_agents(0, 0, AGENTS, *GOOD) == ([{}, {}, {}], False)
-    args = list(GOOD)
-    args[index] = value
-    assert put_agents(0, 0, AGENTS, *args) is None
-    assert put_agents(0, 0, AGENTS, GOOD[0], None, None, {"a": False}, {}) is None  # a reset's flags are all None
-
-
-def test_put_agents_outside_the_buffers_or_without_a_mask_is_an_error():
-    put_agents, batch, rewards, *_ = _agent_buffers(rows=4)
-    for row, target in [(2, 0), (-1, 0), (0, 2), (0, -1)]:
-        with pytest.raises(IndexError, match="outside the 4"):
-            put_agents(row, target, AGENTS, *GOOD)
-    assert (batch == 7).all() and (rewards == 9).all()
-    with pytest.raises(TypeError, match="agents must be a tuple"):
-        put_agents(0, 0, list(AGENTS), *GOOD)
-    with pytest.raises(TypeError, match="takes 8 arguments"):
-        put_agents(0, 0, AGENTS, *GOOD[:4])
-    unmasked = RowWriter([((), (), batch)], np.zeros(4), np.zeros(4, bool), np.zeros(4, bool))
-    with pytest.raises(ValueError, match="no mask"):
-        unmasked.put_agents(0, 0, AGENTS, *GOOD)
-    with pytest.raises(ValueError, match="one item per env"):
-        RowWriter([((), (), batch)], np.zeros(4), np.zeros(4, bool), np.zeros(4, bool), np.zeros(3, bool))
-
-
 def test_a_loose_leaf_is_walked_but_not_written():
     """A loose leaf's entry (view None): the containers on its path must be exact, its value is the caller's."""
     layout, batch = _batch(Said.observation_space)
@@ -710,32 +409,6 @@ def test_a_loose_leaf_is_walked_but_not_written():
         assert writer.put_obs(2, {"pos": pos, "note": note, "id": 1}) == 0
     assert not batch[2]["pos"].any() and batch[2]["id"] == 0
     live = {"a": {"pos": pos, "note": {"said": 1}, "id": 1}, "c": {"pos": pos, "note": {"said": None}, "id": 1}}
-    assert writer.put_agents(0, 0, AGENTS, live, None, None, None, {}) == ([{}, {}, {}], False)
+    assert writer.put_agents(0, 0, ("a", "b", "c"), live, None, None, None, {}) == ([{}, {}, {}], False)
     assert batch["id"].tolist() == [1, 0, 1] and not batch[1]["pos"].any()  # b is padding: its fixed leaves zeroed
     assert mask.tolist() == [1, 0, 1]
-
-
-def test_agents_of_their_own_leaves_write_where_their_writers_say():
-    """A writer per agent (flattened rows: shoal.multiagent.rows.AgentRows.flat_leaves): agent k's values go through
-    its writer's leaves, a (None, (), view) leaf is zeroed on every write, padding zeroes all of an agent's leaves."""
-    batch = np.full((3, 4), 7.0, np.float32)
-    per_row = (np.zeros(3), np.zeros(3, bool), np.zeros(3, bool))
-    mask = np.zeros(3, bool)
-    short = RowWriter([((), (), batch[:, :2]), (None, (), batch[:, 2:])], *per_row)  # a Box (2,), then zeros
-    square = RowWriter([((), (), batch[:, :4].reshape(3, 2, 2))], *per_row)  # a Box (2, 2)
-    writer = RowWriter([], *per_row, mask, [short, square, short])
-    two, square_value = np.array([1, 2], np.float32), np.arange(4, dtype=np.float32).reshape(2, 2)
-    assert writer.put_agents(0, 0, AGENTS, {"a": two, "b": square_value}, None, None, None, {})[1] is False
-    assert batch.tolist() == [[1, 2, 0, 0], [0, 1, 2, 3], [0, 0, 0, 0]] and mask.tolist() == [1, 1, 0]
-    assert writer.put_agents(0, 0, AGENTS, {"a": square_value}, None, None, None, {}) is None  # not a's shape
-    with pytest.raises(ValueError, match="3 agents, the writer has writers for 2"):
-        RowWriter([], *per_row, mask, [short, square]).put_agents(0, 0, AGENTS, {}, None, None, None, {})
-    with pytest.raises(ValueError, match="agents must be RowWriters"):
-        RowWriter([], *per_row, mask, [short, "square"])
-    with pytest.raises(ValueError, match="agents must be RowWriters"):
-        RowWriter([], *per_row, mask, [RowWriter.__new__(RowWriter)])  # one whose __init__ never ran
-    for leaf in [(None, (1,), batch), (None, (), None)]:
-        with pytest.raises(ValueError, match=r"or \(None, \(\), array\) tuple"):
-            RowWriter([leaf], *per_row)
-    with pytest.raises(IndexError, match="outside the 3 rows"):
-        writer.put_agents(0, 1, AGENTS, {}, None, None, None, {})

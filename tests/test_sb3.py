@@ -11,7 +11,7 @@ import functools
 import gymnasium as gym
 import numpy as np
 import pytest
-from fakes import KeepsItsOutputs, SpaceEnv
+from fakes.envs import KeepsItsOutputs, SpaceEnv
 from helpers import assert_same
 
 import shoal
@@ -373,7 +373,7 @@ def test_adapter_says_what_the_vector_env_must_be():
 def test_multiagent_rows_train_with_sb3():
     from stable_baselines3 import PPO
 
-    from fakes import JoinLeave
+    from fakes.multiagent import JoinLeave
 
     envs = shoal.sb3.VecEnv(shoal.make(JoinLeave, 2, autoreset_mode="same_step", backend="serial"))
     assert envs.num_envs == 6  # a row per agent

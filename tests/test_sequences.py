@@ -6,7 +6,7 @@ import functools
 
 import numpy as np
 import pytest
-from fakes import SpaceEnv
+from fakes.envs import SpaceEnv
 from helpers import assert_same
 
 import shoal
@@ -92,7 +92,7 @@ def _match_stepping_by_hand(options, gamma, calls, longest, shortest=0):
 
 
 def test_sequences_stop_early_and_same_step_resets(backend):
-    from fakes import CountingEnv
+    from fakes.envs import CountingEnv
 
     with shoal.make([lambda: CountingEnv(3)] * 3, autoreset_mode="same_step", **backend) as envs:
         envs.reset()
@@ -132,7 +132,7 @@ def test_bad_sequences(seqs, gamma, match):
 
 
 def test_disabled_autoreset_refuses_a_sequence_for_an_ended_env_but_not_an_empty_one(backend):
-    from fakes import CountingEnv
+    from fakes.envs import CountingEnv
 
     from shoal.errors import ResetNeededError
 

@@ -13,7 +13,7 @@ import warnings
 
 import numpy as np
 import pytest
-from fakes import JoinLeave, Relay
+from fakes.multiagent import JoinLeave, Relay
 
 import shoal.supersuit as sh
 from shoal.errors import AgentPresenceError, AgentSpacesError, ConfigError, EnvOutputError, UnpicklableError

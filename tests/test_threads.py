@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 import pytest
-from fakes import HOSTINGS, SlowEnv, assert_current
+from fakes.faults import HOSTINGS, SlowEnv, assert_current
 
 import shoal
 from shoal.errors import ConcurrentCallError, StateError
@@ -191,7 +191,7 @@ def test_a_child_forked_while_another_thread_is_inside_a_call_can_call():
         sys.path.insert(0, "tests")
         import numpy as np
         import shoal
-        from fakes import HOSTINGS, SlowEnv, assert_current
+        from fakes.faults import HOSTINGS, SlowEnv, assert_current
         envs = shoal.make(functools.partial(SlowEnv, 0.3), 2, backend="serial")
         envs.reset(seed=0)
         stepper = threading.Thread(target=lambda: envs.step(np.full(2, 2)), name="stepper")

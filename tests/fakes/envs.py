@@ -1,4 +1,5 @@
-"""Gymnasium envs whose outputs the tests compare: every space, results of every type, large and scalar infos."""
+"""Gymnasium envs whose outputs the tests compare: every space, loose spaces, rewards and flags of other types, large
+and scalar infos."""
 
 from __future__ import annotations
 

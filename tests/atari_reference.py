@@ -23,7 +23,7 @@ INFO_KEYS = ("lives", "frame_number", "episode_frame_number")
 
 
 def reference_env(game, *, frameskip, size, grayscale, stack, episodic_life, max_frames, render_mode=None,
-                  padding="reset"):
+                  padding="reset", full_action_space=False):
     height, width = size
     base = AtariEnv(
         game,
@@ -32,6 +32,7 @@ def reference_env(game, *, frameskip, size, grayscale, stack, episodic_life, max
         repeat_action_probability=0.0,
         max_num_frames_per_episode=max_frames,
         render_mode=render_mode,
+        full_action_space=full_action_space,
     )
     pre = AtariPreprocessing(
         base,

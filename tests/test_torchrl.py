@@ -2,7 +2,7 @@
 
 The checks are tests/torchrl_checks.py, run in a process of their own: importing TorchRL makes 'spawn' the start
 method of every later process, which here would change how every later test starts its workers. Needs TorchRL (CI
-installs it: ``pip install torchrl==0.13.3`` after torch); skipped without it."""
+installs it: ``pip install torchrl==0.14.1`` after torch); skipped without it."""
 
 from __future__ import annotations
 

@@ -132,11 +132,12 @@ def memory_grown(run):
         tracemalloc.stop()
 
 
-def run_readme_block(marker: str) -> dict:
-    """Run the README's Python block marked ``<!-- marker -->``; the names it left."""
+def run_readme_block(marker: str, namespace: dict | None = None) -> dict:
+    """Run the README's Python block marked ``<!-- marker -->`` in ``namespace`` (a new one by default; a caller's own
+    holds what the block made even where it raises); the names it left."""
     text = (Path(__file__).resolve().parent.parent / "README.md").read_text()
     block = re.search(rf"<!-- {marker} -->\n```python\n(.*?)```", text, re.S)
     assert block, f"the README's example is marked <!-- {marker} -->"
-    namespace: dict = {}
+    namespace = {} if namespace is None else namespace
     exec(compile(block.group(1), "README.md", "exec"), namespace)
     return namespace

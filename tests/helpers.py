@@ -132,12 +132,17 @@ def memory_grown(run):
         tracemalloc.stop()
 
 
-def run_readme_block(marker: str, namespace: dict | None = None) -> dict:
+def run_readme_block(marker: str, namespace: dict | None = None, edits: dict[str, str] | None = None) -> dict:
     """Run the README's Python block marked ``<!-- marker -->`` in ``namespace`` (a new one by default; a caller's own
-    holds what the block made even where it raises); the names it left."""
+    holds what the block made even where it raises), with each text of ``edits`` (a training budget, say) replaced;
+    the names it left."""
     text = (Path(__file__).resolve().parent.parent / "README.md").read_text()
     block = re.search(rf"<!-- {marker} -->\n```python\n(.*?)```", text, re.S)
     assert block, f"the README's example is marked <!-- {marker} -->"
+    code = block.group(1)
+    for old, new in (edits or {}).items():
+        assert old in code, f"the README's example {marker} has {old!r}"
+        code = code.replace(old, new)
     namespace = {} if namespace is None else namespace
-    exec(compile(block.group(1), "README.md", "exec"), namespace)
+    exec(compile(code, "README.md", "exec"), namespace)
     return namespace

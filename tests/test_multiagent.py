@@ -199,6 +199,17 @@ def test_pistonball_on_ray(ray_session):
     run_beside(partial(pistonball_v6.parallel_env, max_cycles=4), 2, 9, {"backend": "ray", "num_workers": 2})
 
 
+@pytest.mark.parametrize("config", SMALL_BACKENDS[:2])
+def test_envs_of_pettingzoos_registry(config):
+    """PettingZoo 1.27's ``pettingzoo.make`` (its module imports, as above, now warn that they are deprecated)."""
+    import pettingzoo
+
+    if not hasattr(pettingzoo, "make"):
+        pytest.skip(f"PettingZoo {pettingzoo.__version__} has no registry (it came with 1.27)")
+    run_beside(partial(pettingzoo.make, "parallel", "butterfly/pistonball-v6", max_cycles=4), 2, 9, config)
+    run_beside(partial(pettingzoo.make, "aec", "classic/rps-v2"), 2, 8, config, convert=aec_to_parallel)
+
+
 # -- AEC envs, heterogeneous agents, calls ----------------------------------------------------------------------------
 
 

@@ -1,28 +1,38 @@
-"""The README's examples run as written, and leave what their comments say: its first one (Use), Atari's and
-PyTorch's. (Its other complete examples run beside what they show: test_batch, test_hosted, test_pufferlib.)"""
+"""The README's examples run as written, and leave what their comments say: its first one (Use), the adapters'
+(SB3, EnvPool, SuperSuit), Atari's, PyTorch's and PettingZoo's; a training budget is cut where there is one. (Its
+other complete examples run beside what they show: test_batch, test_hosted, test_pufferlib.)"""
 
 from __future__ import annotations
 
 import contextlib
+import gc
 
+import gymnasium
 import numpy as np
 import pytest
 
 import shoal
 from helpers import run_readme_block
 
+PETTINGZOO_MODULES = "ignore:The old environment creation API has been deprecated:DeprecationWarning"
+"""What PettingZoo 1.27 says of an import of its env modules (the README's examples import them: every release has)."""
+TINY_PPO = {'PPO("MlpPolicy", envs).learn(100_000)': 'PPO("MlpPolicy", envs, n_steps=8, batch_size=64).learn(64)'}
+"""The README's PPO runs one rollout of 8 steps an env instead of 100,000 steps."""
+
 
 @contextlib.contextmanager
-def readme_block(marker: str):
-    """The names the README's block left; the vector envs among them are closed afterwards, also where the block
-    raised (the README's blocks leave them open, as a user's session would)."""
-    namespace: dict = {}
+def readme_block(marker: str, given: dict | None = None, edits: dict[str, str] | None = None):
+    """The names the README's block left (run with the names ``given``: what its reader brings, such as actions);
+    shoal's objects among them are closed afterwards, also where the block raised, and those it dropped are collected
+    (the README's blocks leave them open, as a user's session would)."""
+    namespace: dict = dict(given or {})
     try:
-        yield run_readme_block(marker, namespace)
+        yield run_readme_block(marker, namespace, edits)
     finally:
         for value in namespace.values():
-            if isinstance(value, shoal.VectorEnv):
+            if type(value).__module__.startswith("shoal.") and callable(getattr(value, "close", None)):
                 value.close()
+        gc.collect()  # a vector env the block made and dropped stops its workers as it is collected
 
 
 def test_the_first_example_runs():
@@ -36,6 +46,7 @@ def test_the_atari_example_runs_and_says_what_it_gives():
     with readme_block("atari-example") as names:
         envs, info = names["envs"], names["info"]
         assert envs.num_actions == [6, 6, 4, 6] and envs.single_action_space is None
+        assert isinstance(envs.action_space, gymnasium.spaces.MultiDiscrete)
         assert names["obs"].shape == (4, 4, 84, 84) and names["obs"].dtype == np.uint8
         np.testing.assert_array_equal(info["steps_taken"], [3, 0, 2, 1])  # the empty sequence skipped env 1
         assert len(names["states"]) == 1
@@ -47,3 +58,38 @@ def test_the_pytorch_example_runs():
     with readme_block("torch-example") as names:
         assert names["obs"].shape == (16, 4, 84, 84) and names["obs"].dtype == torch.uint8
         assert names["steps_taken"].tolist() == [1] * 16
+
+
+def test_the_stable_baselines3_example_runs():
+    pytest.importorskip("stable_baselines3", reason="the sb3 extra (CI installs it)")
+    from stable_baselines3.common.vec_env import VecEnv
+
+    with readme_block("sb3-example", edits=TINY_PPO) as names:
+        assert isinstance(names["envs"], shoal.sb3.SubprocVecEnv) and isinstance(names["envs"], VecEnv)
+        assert names["envs"].num_envs == 8
+
+
+def test_the_envpool_example_runs():
+    pytest.importorskip("mujoco", reason="the test extra installs MuJoCo")
+    with readme_block("envpool-example", given={"actions": np.zeros((8, 6), np.float32)}) as names:
+        assert names["obs"].shape == (8, 17)  # HalfCheetah's
+        assert sorted(names["info"]["env_id"]) == list(range(8))
+
+
+@pytest.mark.filterwarnings(PETTINGZOO_MODULES)
+def test_the_multiagent_example_runs_and_says_what_it_gives():
+    pytest.importorskip("pettingzoo.butterfly", reason="the test extra installs PettingZoo's butterfly envs")
+    with readme_block("multiagent-example") as names:
+        info = names["info"]
+        assert names["obs"].shape == (160, 457, 120, 3)
+        assert info["agent_mask"].all()  # no piston leaves pistonball on its first step
+        np.testing.assert_array_equal(info["env_index"], np.repeat(np.arange(8), 20))
+        np.testing.assert_array_equal(info["agent_index"], np.tile(np.arange(20), 8))
+
+
+@pytest.mark.filterwarnings(PETTINGZOO_MODULES)
+def test_the_supersuit_example_runs():
+    pytest.importorskip("stable_baselines3", reason="the sb3 extra (CI installs it)")
+    pytest.importorskip("pettingzoo.butterfly", reason="the test extra installs PettingZoo's butterfly envs")
+    with readme_block("supersuit-example", edits=TINY_PPO) as names:
+        assert names["envs"].num_envs == 8 * 4  # 8 copies of 2 archers and 2 knights

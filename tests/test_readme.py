@@ -1,5 +1,5 @@
 """The README's examples run as written, and leave what their comments say: its first one (Use), the adapters'
-(SB3, EnvPool, SuperSuit), Atari's, PyTorch's and PettingZoo's; a training budget is cut where there is one. (Its
+(SB3, EnvPool, SuperSuit), Atari's two, PyTorch's and PettingZoo's; a training budget is cut where there is one. (Its
 other complete examples run beside what they show: test_batch, test_hosted, test_pufferlib.)"""
 
 from __future__ import annotations
@@ -50,6 +50,13 @@ def test_the_atari_example_runs_and_says_what_it_gives():
         assert names["obs"].shape == (4, 4, 84, 84) and names["obs"].dtype == np.uint8
         np.testing.assert_array_equal(info["steps_taken"], [3, 0, 2, 1])  # the empty sequence skipped env 1
         assert len(names["states"]) == 1
+
+
+def test_the_atari_parameters_example_runs(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # (where its videos go)
+    with readme_block("atari-parameters-example", given={"shoal": shoal}) as names:  # (the example above's import)
+        assert [frame.shape for frame in names["frames"]] == [(210, 160, 3)] * 2
+        assert isinstance(names["envs"], shoal.video.RecordEpisodes) and names["envs"].num_envs == 2
 
 
 @pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")  # inductor's own

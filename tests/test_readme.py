@@ -53,6 +53,7 @@ def test_the_atari_example_runs_and_says_what_it_gives():
 
 
 def test_the_atari_parameters_example_runs(tmp_path, monkeypatch):
+    pytest.importorskip("av", reason="shoal.video's MP4s (the test extra installs imageio and av)")
     monkeypatch.chdir(tmp_path)  # (where its videos go)
     with readme_block("atari-parameters-example", given={"shoal": shoal}) as names:  # (the example above's import)
         assert [frame.shape for frame in names["frames"]] == [(210, 160, 3)] * 2
@@ -85,7 +86,7 @@ def test_the_envpool_example_runs():
 
 @pytest.mark.filterwarnings(PETTINGZOO_MODULES)
 def test_the_multiagent_example_runs_and_says_what_it_gives():
-    pytest.importorskip("pettingzoo.butterfly", reason="the test extra installs PettingZoo's butterfly envs")
+    pytest.importorskip("pymunk", reason="PettingZoo's butterfly envs (the test extra installs them)")
     with readme_block("multiagent-example") as names:
         info = names["info"]
         assert names["obs"].shape == (160, 457, 120, 3)
@@ -97,6 +98,7 @@ def test_the_multiagent_example_runs_and_says_what_it_gives():
 @pytest.mark.filterwarnings(PETTINGZOO_MODULES)
 def test_the_supersuit_example_runs():
     pytest.importorskip("stable_baselines3", reason="the sb3 extra (CI installs it)")
-    pytest.importorskip("pettingzoo.butterfly", reason="the test extra installs PettingZoo's butterfly envs")
+    pytest.importorskip("pymunk", reason="PettingZoo's butterfly envs (the test extra installs them)")
+    pytest.importorskip("supersuit", reason="black_death_v3 is SuperSuit's own (the test extra installs it)")
     with readme_block("supersuit-example", edits=TINY_PPO) as names:
         assert names["envs"].num_envs == 8 * 4  # 8 copies of 2 archers and 2 knights

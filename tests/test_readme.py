@@ -15,7 +15,8 @@ import shoal
 from helpers import run_readme_block
 
 PETTINGZOO_MODULES = "ignore:The old environment creation API has been deprecated:DeprecationWarning"
-"""What PettingZoo 1.27 says of an import of its env modules (the README's examples import them: every release has)."""
+"""PettingZoo 1.27's warning where its env modules are imported, as the README's examples do (every release has
+them; the registry that 1.27 prefers is tested in test_multiagent)."""
 TINY_PPO = {'PPO("MlpPolicy", envs).learn(100_000)': 'PPO("MlpPolicy", envs, n_steps=8, batch_size=64).learn(64)'}
 """The README's PPO runs one rollout of 8 steps an env instead of 100,000 steps."""
 

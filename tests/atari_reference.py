@@ -57,13 +57,19 @@ def compare_rollout(games, *, steps, seed, autoreset_mode="next_step", frameskip
     refs = [
         gym.vector.SyncVectorEnv([lambda g=g: reference_env(g, **settings)], autoreset_mode=mode) for g in games
     ]
-    envs = shoal.AtariVectorEnv(
+    envs = shoal_env(games, autoreset_mode=autoreset_mode, **settings, **shoal_kwargs)
+    return step_against(refs, envs, games, steps=steps, seed=seed)
+
+
+def shoal_env(games, *, frameskip, size, grayscale, stack, episodic_life, max_frames, padding="reset",
+              **shoal_kwargs):
+    """shoal's ``AtariVectorEnv`` of ``games`` that equals the reference envs of the same settings: the sources of
+    randomness, the fire reset and reward clipping switched off, as the reference has them."""
+    return shoal.AtariVectorEnv(
         games=list(games), noop_max=0, repeat_action_probability=0.0, use_fire_reset=False, reward_clipping=False,
         frameskip=frameskip, img_height=size[0], img_width=size[1], grayscale=grayscale, stack_num=stack,
-        episodic_life=episodic_life, max_num_frames_per_episode=max_frames, autoreset_mode=autoreset_mode,
-        padding_type=padding, **shoal_kwargs,
+        episodic_life=episodic_life, max_num_frames_per_episode=max_frames, padding_type=padding, **shoal_kwargs,
     )
-    return step_against(refs, envs, games, steps=steps, seed=seed)
 
 
 def step_against(refs, envs, games, *, steps, seed, ending_obs=True):

@@ -42,15 +42,12 @@ ATARI_LIVES = "lives"
 def vector_envs(name: str, mode: gym.vector.AutoresetMode):
     """Gymnasium's vector env and shoal's of the same envs, and the info entries only shoal's reports."""
     if name.startswith("atari:"):
-        from atari_reference import reference_env  # (here: the spawned workers need neither it nor ale_py's envs)
+        from atari_reference import reference_env, shoal_env  # (here: the spawned workers need neither)
 
         games = name.removeprefix("atari:").split("+")
         settings = dict(frameskip=4, size=(84, 84), grayscale=True, stack=4, episodic_life=False, max_frames=160)
         refs = [functools.partial(reference_env, game, full_action_space=True, **settings) for game in games]
-        ours = shoal.AtariVectorEnv(
-            games=games, full_action_space=True, noop_max=0, repeat_action_probability=0.0, use_fire_reset=False,
-            reward_clipping=False, max_num_frames_per_episode=160, autoreset_mode=mode.value, num_workers=2,
-        )
+        ours = shoal_env(games, full_action_space=True, autoreset_mode=mode.value, num_workers=2, **settings)
         return gym.vector.SyncVectorEnv(refs, autoreset_mode=mode), ours, ATARI_ONLY_OURS
     fns = [functools.partial(gym.make, name, max_episode_steps=9 + 4 * i) for i in range(4)]
     return (gym.vector.SyncVectorEnv(fns, autoreset_mode=mode),

@@ -99,7 +99,7 @@ def interrupt_at(code, offset: int) -> Callable[[], None]:
 
 def _interrupt_by_settrace(code, offset: int) -> Callable[[], None]:
     """:func:`interrupt_at` before Python 3.12: a trace function that raises is unset, and its error is raised in the
-    traced frame."""
+    traced frame. The trace function that was set before (a debugger's, coverage's) is set again when it stops."""
     def local(frame, event, arg):
         if event == "opcode" and frame.f_lasti == offset:
             raise KeyboardInterrupt
@@ -111,8 +111,9 @@ def _interrupt_by_settrace(code, offset: int) -> Callable[[], None]:
             return local
         return None
 
+    previous = sys.gettrace()  # a debugger's or coverage's, which it gets back
     sys.settrace(calls)
-    return lambda: sys.settrace(None)
+    return lambda: sys.settrace(previous)
 
 
 def interrupt_everywhere(functions, run, check) -> dict[str, int]:

@@ -97,6 +97,37 @@ def test_step_results_that_are_not_five_dicts_are_named(bad_at):
                 envs.step(np.zeros(4, np.int64))
 
 
+@pytest.mark.parametrize("config", SMALL_BACKENDS[:2])
+def test_results_not_in_pettingzoos_form_are_named(config):
+    """A reset that returns the observations alone (PettingZoo's reset before 1.22), and one whose infos are a list
+    (a step's are refused with the other four results' types: test_step_results_that_are_not_five_dicts_are_named)."""
+    for bad_at, what, message in [
+        (0, "obs only", r"from reset\(\): expected \(observations, infos\) dicts, got dict"),
+        (0, "infos list", r"from reset\(\): expected infos as a dict of dicts by agent, got list"),
+    ]:
+        with shoal.make(partial(LiesAboutObs, bad_at=bad_at, what=what), 2, **config) as envs:
+            with pytest.raises(errors.EnvOutputError, match=r"env 0 \(lies_v0, rows 0-1\) .*" + message):
+                reset_and_step(envs, bad_at)
+
+
+def test_possible_agents_that_cannot_be_rows_are_refused():
+    class Nobody(LiesAboutObs):
+        possible_agents: list[str] = []
+
+    class Twice(LiesAboutObs):
+        possible_agents = ["x", "y", "x"]
+
+    class OnlyX(LiesAboutObs):
+        possible_agents = ["x"]
+
+    with pytest.raises(errors.ConfigError, match=r"has no possible_agents; shoal gives each possible agent a row"):
+        shoal.make(Nobody, 2, backend="serial")
+    with pytest.raises(errors.ConfigError, match=r"possible_agents lists an agent twice: \['x', 'y', 'x'\]"):
+        shoal.make(Twice, 2, backend="serial")
+    with pytest.raises(errors.SpaceMismatchError, match=r"env 1 has possible_agents \['x'\], env 0 has \['x', 'y'\]"):
+        shoal.make([LiesAboutObs, OnlyX], backend="serial")
+
+
 @pytest.mark.parametrize("bad_at, during", [(0, "reset"), (2, "step")])
 def test_a_float_past_float32s_range_warns_as_numpy_does(bad_at, during):
     with shoal.make(partial(LiesAboutObs, bad_at=bad_at, what="far"), 2, backend="serial") as envs:

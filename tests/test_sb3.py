@@ -364,6 +364,9 @@ def test_ppo_cnn_policy_on_atari():
 def test_adapter_says_what_the_vector_env_must_be():
     with pytest.raises(ConfigError, match=r"make the shoal vector env with autoreset_mode='same_step'"):
         shoal.sb3.VecEnv(shoal.make("CartPole-v1", 2, backend="serial"))
+    with shoal.make("CartPole-v1", 4, batch_size=2, autoreset_mode="same_step", num_workers=2) as batches:
+        with pytest.raises(ConfigError, match=r"SB3 steps every env each step: .* without batch_size < num_envs"):
+            shoal.sb3.VecEnv(batches)
     mixed = shoal.AtariVectorEnv(games=["pong", "breakout"], autoreset_mode="same_step", backend="serial")
     with pytest.raises(ConfigError, match=r"full_action_space=True"):
         shoal.sb3.VecEnv(mixed)

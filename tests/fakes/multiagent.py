@@ -104,7 +104,8 @@ class LiesAboutObs(ParallelEnv):
     """Agent ``y``'s results are bad at step ``bad_at`` (0: at reset), of kind ``what``: ``shape`` (an observation of
     shape (3,)), ``none`` (None as its observation), ``complex``, ``info`` (its info 5), ``unknown`` (an observation
     of an agent ``z`` too), ``reward`` (a str), ``flag`` (terminated 2), ``missing`` (no reward entry), ``list``
-    (rewards as a list), ``four`` (four results, no truncations); or ``far``, a
+    (rewards as a list), ``four`` (four results, no truncations), ``infos list`` (infos as a list), ``obs only`` (a
+    reset that returns the observations alone, as PettingZoo's reset did before 1.22); or ``far``, a
     float64 past float32's range (not bad: numpy stores inf and warns)."""
 
     metadata = {"name": "lies_v0"}
@@ -142,13 +143,15 @@ class LiesAboutObs(ParallelEnv):
                 return obs, [0.0] * len(self.agents), terms, truncs, infos
             elif self.what == "four":
                 return obs, rewards, terms, infos
+            elif self.what == "infos list":
+                return obs, rewards, terms, truncs, [infos[a] for a in self.agents]
         return obs, rewards, terms, truncs, infos
 
     def reset(self, seed=None, options=None):
         self.t = 0
         self.agents = list(self.possible_agents)
         obs, *_, infos = self._results()
-        return obs, infos
+        return obs if self.bad_at == 0 and self.what == "obs only" else (obs, infos)
 
     def step(self, actions):
         self.t += 1

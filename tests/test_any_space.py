@@ -5,16 +5,20 @@ fixed-size leaves stay in shared memory."""
 from __future__ import annotations
 
 import functools
+import re
 
 import gymnasium as gym
 import numpy as np
+import psutil
 import pytest
+from conftest import worker_processes
 from fakes.envs import LooseSpaceEnv
 from gymnasium.vector import AutoresetMode
 from helpers import assert_same, beside_gymnasium, rollout
 
 import shoal
 from shoal.errors import ActionError, ActionTypeError, ConfigError
+from shoal.vector import AsyncVectorEnv
 
 NUM_ENVS = 4
 STEPS = 30
@@ -93,6 +97,34 @@ def test_fixed_leaves_stay_in_shared_memory():
         assert np.shares_memory(obs["image"], envs._buffers.obs)
         assert isinstance(obs["mission"], tuple) and len(obs["mission"]) == NUM_ENVS
         assert all(isinstance(m, str) for m in obs["mission"])
+
+
+@pytest.mark.parametrize("obs", ["graph", "sequence", "sequence_stacked", "tuple_graph", "custom", "dict_text_box"])
+def test_async_vector_env_refuses_what_gymnasiums_shared_memory_refuses(obs):
+    """The drop-in AsyncVectorEnv with ``shared_memory=True`` (the default) refuses the spaces Gymnasium's refuses
+    (Graph and Sequence, nested too: TypeError; a custom space: a ValueError) and takes the others; with
+    ``shared_memory=False`` it takes them all and steps as Gymnasium's SyncVectorEnv does."""
+    fns = _fns(obs, "discrete", n=2)
+    try:
+        gym.vector.AsyncVectorEnv(fns, context="fork").close()
+        refusal = None
+    except (TypeError, ValueError) as error:
+        refusal = error
+    if refusal is None:
+        AsyncVectorEnv(fns, context="fork").close()
+    else:
+        # Gymnasium's first sentence, naming the space; for a custom space Gymnasium's wraps the error it met
+        match = "cannot live in shared memory" if obs == "custom" else re.escape(str(refusal).split(". ")[0])
+        with pytest.raises(type(refusal), match=match) as refused:
+            AsyncVectorEnv(fns, context="fork")
+        # its workers are gone already, while `refused`'s traceback still holds the half-made vector env
+        assert not psutil.wait_procs(worker_processes(), timeout=3)[1], refused
+    actions = lambda t: np.array([t % 2, (t + 1) % 2])  # noqa: E731
+    ref = gym.vector.SyncVectorEnv(fns)
+    with AsyncVectorEnv(fns, shared_memory=False, context="fork") as envs:
+        for got, want in zip(rollout(envs, actions, 12, seed=4), rollout(ref, actions, 12, seed=4)):
+            assert_same(got, want)
+    ref.close()
 
 
 def test_asynchronous_batches_of_loose_observations_match_each_env():

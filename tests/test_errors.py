@@ -145,11 +145,29 @@ def test_bad_configuration(kwargs, match):
         shoal.make("CartPole-v1", **kwargs)
 
 
+class _NoSpaces:
+    def step(self, action):
+        return 0
+
+
 def test_bad_env_arguments():
     with pytest.raises(errors.ConfigError, match=r"num_envs is required with a Gymnasium id"):
         shoal.make("CartPole-v1")
     with pytest.raises(errors.ConfigError, match=r"num_envs=3 but 2 env constructors were given"):
         shoal.make([SpaceEnv, SpaceEnv], 3)
+    with pytest.raises(errors.ConfigError, match=r"num_envs is required with a single env constructor"):
+        shoal.make(SpaceEnv)
+    with pytest.raises(errors.ConfigError, match=r"keyword arguments \['obs'\] are for gymnasium.make; pass a Gym"):
+        shoal.make(SpaceEnv, 2, obs="dict")
+    # what came instead of an env, named
+    with pytest.raises(errors.ConfigError, match=r"a callable returning a gymnasium.Env, .*; got int$"):
+        shoal.make(3, 2)
+    with pytest.raises(errors.ConfigError, match=r"non-empty list of such callables; got an empty list$"):
+        shoal.make([], 2)
+    with pytest.raises(errors.ConfigError, match=r"got a tuple whose item 1 is SpaceEnv, not callable$"):
+        shoal.make((SpaceEnv, SpaceEnv()), 2)
+    with pytest.raises(errors.ConfigError, match=r"reset and step\) as `env`, got _NoSpaces from module test_errors$"):
+        shoal.make(_NoSpaces(), 2)
     with pytest.raises(errors.SpaceMismatchError, match=r"spaces are not equivalent\. env 1 has .*expected"):
         shoal.make([functools.partial(SpaceEnv, "box_f32"), functools.partial(SpaceEnv, "dict")], backend="serial")
 

@@ -50,16 +50,20 @@ def env_fns_of(env: EnvLike, num_envs: int | None, env_kwargs: dict[str, Any]) -
         if num_envs is not None and num_envs != len(env):
             raise ConfigError(f"num_envs={num_envs} but {len(env)} env constructors were given")
         return list(env)
-    if not isinstance(env, (list, tuple)):
-        refuse_foreign(env)  # a PettingZoo or old gym env says what it is
+    if hasattr(env, "step") or hasattr(env, "possible_agents"):  # an env instance: a PettingZoo or old gym one says so
+        refuse_foreign(env, "as `env`")
     if isinstance(env, Env):
         raise ConfigError(
             f"env is a {type(env).__name__} instance; shoal makes one env per index, so pass a callable that makes "
             f"it (e.g. functools.partial of its class, or a lambda) or a Gymnasium id"
         )
+    got = type(env).__name__
+    if isinstance(env, (list, tuple)):
+        at = next((i for i, fn in enumerate(env) if not callable(fn)), None)
+        got = f"an empty {got}" if at is None else f"a {got} whose item {at} is {type(env[at]).__name__}, not callable"
     raise ConfigError(
         f"env must be a Gymnasium id, a callable returning a gymnasium.Env, or a non-empty list of such callables; "
-        f"got {type(env).__name__}"
+        f"got {got}"
     )
 
 

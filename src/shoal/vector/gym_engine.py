@@ -32,9 +32,10 @@ from shoal.vector.outputs import (
 
 
 
-def refuse_foreign(env: Any) -> None:
-    """Raise :class:`ConfigError` saying what ``env`` is when it is not a single-agent Gymnasium env shoal can step
-    (a PettingZoo env, an env of the old ``gym`` package, something without spaces)."""
+def refuse_foreign(env: Any, came: str = "from the env constructor") -> None:
+    """Raise :class:`ConfigError` saying what ``env`` (which ``came`` as the user gave it) is when it is not a
+    single-agent Gymnasium env shoal can step (a PettingZoo env, an env of the old ``gym`` package, something without
+    spaces)."""
     module = type(env).__module__ or ""
     name = type(env).__name__
     if module.split(".")[0] == "pettingzoo" or hasattr(env, "possible_agents"):
@@ -56,8 +57,8 @@ def refuse_foreign(env: Any) -> None:
         )
     if not (hasattr(env, "observation_space") and hasattr(env, "action_space") and hasattr(env, "step")):
         raise ConfigError(
-            f"expected a gymnasium.Env (with observation_space, action_space, reset and step) from the env "
-            f"constructor, got {name} from module {module or '?'}"
+            f"expected a gymnasium.Env (with observation_space, action_space, reset and step) {came}, got {name} "
+            f"from module {module or '?'}"
         )
     for which in ("observation_space", "action_space"):
         space = getattr(env, which)

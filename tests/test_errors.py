@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import re
 import os
 import subprocess
 import sys
@@ -123,7 +124,30 @@ def test_call_order_errors():
     with pytest.raises(errors.ClosedError, match=r"send: this vector env is closed") as caught:
         envs.step(np.zeros(4, np.int64))
     assert isinstance(caught.value, gym.error.ClosedEnvironmentError)
+    with pytest.raises(errors.ClosedError, match=r"call_wait: this vector env is closed"):
+        envs.call_wait()
     envs.close()  # idempotent
+
+
+@pytest.mark.parametrize("timeout", [-1, True, "5", float("nan"), np.float64(-0.5)])
+@pytest.mark.parametrize("config", [{"backend": "serial"}, {"num_workers": 2, "batch_size": 2}])
+def test_a_bad_timeout_is_refused_and_leaves_the_call_pending(timeout, config):
+    match = rf"timeout must be None or a non-negative number of seconds, got {re.escape(repr(timeout))}"
+    with _cartpole(**config) as envs:
+        envs.reset_async(seed=0)
+        with pytest.raises(errors.ConfigError, match=match):
+            envs.reset_wait(timeout=timeout)
+        envs.reset_wait()
+        envs.step_async(np.zeros(envs.batch_size, np.int64))
+        with pytest.raises(errors.ConfigError, match=match):
+            envs.step_wait(timeout=timeout)
+        assert len(envs.step_wait()) == 5
+        envs.call_async("spec")
+        with pytest.raises(errors.ConfigError, match=match):
+            envs.call_wait(timeout=timeout)
+        assert [spec.id for spec in envs.call_wait()] == ["CartPole-v1"] * 4
+        envs.step_async(np.zeros(envs.batch_size, np.int64))
+        assert len(envs.step_wait(timeout=np.int64(30))) == 5  # numpy's numbers are numbers
 
 
 @pytest.mark.parametrize(

@@ -16,6 +16,7 @@ taken.) Calls handed from one thread to another between calls are fine.
 from __future__ import annotations
 
 import functools
+import numbers
 import threading
 from enum import Enum
 from typing import Any, Callable, NoReturn
@@ -61,7 +62,7 @@ def check_waiting(state: AsyncState, expected: AsyncState, closed: bool, name: s
 def check_timeout(timeout: float | None) -> float | None:
     """Gymnasium's ``*_wait(timeout=...)``: None (wait until the envs answer) or a number of seconds."""
     if timeout is not None and (
-        isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout < 0
+        isinstance(timeout, bool) or not isinstance(timeout, numbers.Real) or not timeout >= 0  # (NaN)
     ):
         raise ConfigError(f"timeout must be None or a non-negative number of seconds, got {timeout!r}")
     return timeout

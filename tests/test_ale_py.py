@@ -139,6 +139,20 @@ def test_gymnasium_make_vec_builds_it_once_registered():
             spec.vector_entry_point = shoal.ale_py.ALE_PY_ENTRY_POINT
 
 
+def test_numpy_numbers_are_taken_as_ale_py_takes_them():
+    # a sweep's settings often come from numpy (np.arange, np.linspace): ale-py's pool takes numpy's integers (but
+    # for frameskip) and floats as Python's
+    settings = dict(game="pong", num_envs=np.int64(2), max_num_frames_per_episode=np.int64(101), stack_num=np.int32(2),
+                    noop_max=np.int64(0), repeat_action_probability=np.float32(0.0), img_height=np.uint8(64))
+    assert _step_both(settings, steps=60, backend="serial") >= 4
+    with shoal.ale_py.AtariVectorEnv(**settings, mode=np.int64(1), frameskip=(np.int64(2), np.int64(5))) as envs:
+        assert envs.num_envs == 2 and type(envs.num_envs) is int and envs.config.modes == (1, 1)
+        assert envs.observation_space.shape == (2, 2, 64, 84)
+    for mode in (0.0, True):
+        with pytest.raises(gym.error.Error, match=rf"env 0 \('pong'\): mode {mode} is not one of its modes \[0, 1\]"):
+            shoal.ale_py.AtariVectorEnv("pong", 1, mode=mode)
+
+
 def test_bad_arguments_are_gymnasium_errors_as_in_ale_py():
     for frameskip in (0, -1, 4.0):
         with pytest.raises(gym.error.Error, match="frameskip"):

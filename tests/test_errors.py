@@ -17,6 +17,7 @@ import pytest
 from gymnasium import spaces
 from fakes.envs import SpaceEnv
 from fakes.faults import FaultyEnv
+from helpers import assert_same, rollout
 
 import shoal
 from shoal import errors
@@ -129,6 +130,17 @@ def test_call_order_errors():
     envs.close()  # idempotent
 
 
+def test_numpy_integers_are_integers():
+    # as gymnasium.make_vec and ale-py's pool take them (a sweep's counts often come from numpy)
+    actions = np.random.default_rng(0).integers(0, 2, (40, 4))
+    with shoal.make("CartPole-v1", np.int64(4), num_workers=np.int32(2), batch_size=np.uint8(4)) as envs:
+        assert type(envs.num_envs) is int and envs.num_envs == 4
+        ref = gym.make_vec("CartPole-v1", 4, vectorization_mode="sync")
+        for got, want in zip(rollout(envs, lambda t: actions[t], 40, 5), rollout(ref, lambda t: actions[t], 40, 5)):
+            assert_same(got, want)
+        ref.close()
+
+
 @pytest.mark.parametrize("timeout", [-1, True, "5", float("nan"), np.float64(-0.5)])
 @pytest.mark.parametrize("config", [{"backend": "serial"}, {"num_workers": 2, "batch_size": 2}])
 def test_a_bad_timeout_is_refused_and_leaves_the_call_pending(timeout, config):
@@ -183,6 +195,10 @@ def test_bad_env_arguments():
         shoal.make(SpaceEnv)
     with pytest.raises(errors.ConfigError, match=r"keyword arguments \['obs'\] are for gymnasium.make; pass a Gym"):
         shoal.make(SpaceEnv, 2, obs="dict")
+    for count in (True, np.int64(0), 2.0, np.bool_(True)):
+        match = rf"num_envs must be a positive integer, got {re.escape(repr(count))}"
+        with pytest.raises(errors.ConfigError, match=match):
+            shoal.make("CartPole-v1", count)
     # what came instead of an env, named
     with pytest.raises(errors.ConfigError, match=r"a callable returning a gymnasium.Env, .*; got int$"):
         shoal.make(3, 2)

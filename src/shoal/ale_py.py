@@ -33,6 +33,7 @@ import numpy as np
 
 from shoal.atari.env import AtariVectorEnv as _ShoalAtari
 from shoal.errors import NotResetError, ResetArgumentError, ResetArgumentTypeError
+from shoal.vector.checks import integer
 
 INFO_KEYS = ("env_id", "lives", "frame_number", "episode_frame_number")
 """ale-py's info arrays, in its order."""
@@ -52,8 +53,8 @@ class AtariVectorEnv(_ShoalAtari):
         # ale-py's pool plays the limit's frames and truncates at the next one; ALE, at the limit (tested equal). A
         # limit that is not a positive int goes on as it came, for the check to name it.
         limit = max_num_frames_per_episode
-        if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0:
-            limit += 1
+        if integer(limit) is not None and limit > 0:
+            limit = int(limit) + 1
         super().__init__(game=game, num_envs=num_envs, max_num_frames_per_episode=limit, **kwargs)
 
     def reset_async(self, seed: Any = None, options: dict[str, Any] | None = None) -> None:

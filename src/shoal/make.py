@@ -15,7 +15,7 @@ from shoal.batch import BatchEngineFactory, BatchEnv, batch_class_of, check_spac
 from shoal.errors import ConfigError
 from shoal.multiagent.engine import is_pettingzoo
 from shoal.vector.base import Backend, VectorEnv
-from shoal.vector.checks import parse_autoreset_mode
+from shoal.vector.checks import check_positive_int, parse_autoreset_mode
 from shoal.vector.gym_engine import GymEngineFactory, refuse_foreign
 from shoal.vector.hosted import HostedEngineFactory, check_hostable
 from shoal.vector.load import env_share_cost, native_share_cost
@@ -25,8 +25,8 @@ EnvLike = str | EnvSpec | Callable[[], Env] | Sequence[Callable[[], Env]]
 
 def env_fns_of(env: EnvLike, num_envs: int | None, env_kwargs: dict[str, Any]) -> list[Callable[[], Env]]:
     """One env constructor per env, from a Gymnasium id or ``EnvSpec``, one callable, or a list of callables."""
-    if num_envs is not None and (isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1):
-        raise ConfigError(f"num_envs must be a positive integer, got {num_envs!r}")
+    if num_envs is not None:
+        num_envs = check_positive_int("num_envs", num_envs)
     if isinstance(env, (str, EnvSpec)):  # (gymnasium.make takes either)
         name = env if isinstance(env, str) else env.id
         if num_envs is None:
@@ -195,8 +195,7 @@ def make(
 
 def build_batch(cls: type[BatchEnv], kwargs: dict[str, Any], num_envs: int | None, **options: Any) -> VectorEnv:
     """The vector env of :func:`make` over a batch-native env class: one instance of ``cls`` per group of envs."""
-    if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
-        raise ConfigError(f"num_envs must be a positive integer, got {num_envs!r}")
+    num_envs = check_positive_int("num_envs", num_envs)
     probe = cls(num_envs=max(1, len(cls.possible_agents)), **kwargs)
     try:
         single_obs, single_act = check_spaces(cls, probe)

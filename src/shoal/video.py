@@ -21,6 +21,7 @@ from gymnasium.vector import AutoresetMode, VectorWrapper
 
 from shoal.bench.output import output_folder
 from shoal.errors import ConfigError, MissingDependencyError
+from shoal.vector.checks import check_positive_int
 
 
 class RecordEpisodes(VectorWrapper):
@@ -60,8 +61,7 @@ class RecordEpisodes(VectorWrapper):
                               "episode is rendered before the env resets")
         if format not in ("mp4", "gif"):
             raise ConfigError(f"format must be 'mp4' or 'gif', got {format!r}")
-        if isinstance(every, bool) or not isinstance(every, int) or every < 1:
-            raise ConfigError(f"every must be a positive integer, got {every!r}")
+        every = check_positive_int("every", every)
         ids = [int(i) for i in env_ids]
         if not ids or any(not 0 <= i < env.num_envs for i in ids):
             raise ConfigError(f"env_ids must name envs in [0, {env.num_envs}), got {list(env_ids)!r}")

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 from typing import Any, Literal, Sequence
 
 from shoal.atari.frames import SCREEN_HEIGHT, SCREEN_WIDTH
 from shoal.atari.roms import FULL_ACTIONS, check_game, game_info
 from shoal.errors import ConfigError
-from shoal.vector.checks import check_positive_int
+from shoal.vector.checks import check_positive_int, integer
 
 ObsType = Literal["rgb", "grayscale", "ram"]
 LifeLossReset = Literal["game", "continue"]
@@ -96,6 +97,7 @@ class AtariConfig:
         return restores_exactly(self.games[env_id])
 
     def __post_init__(self) -> None:
+        self._take_numbers()
         n = len(self.games)
         if n == 0:
             raise ConfigError("games must name at least one ROM")
@@ -105,15 +107,15 @@ class AtariConfig:
             check_game(game)
         for env_id, (game, mode, difficulty) in enumerate(zip(self.games, self.modes, self.difficulties)):
             info = game_info(game)
-            if mode is not None and mode not in info.modes:
+            if mode is not None and (integer(mode) is None or mode not in info.modes):
                 raise ConfigError(f"env {env_id} ({game!r}): mode {mode!r} is not one of its modes {list(info.modes)}")
-            if difficulty is not None and difficulty not in info.difficulties:
+            if difficulty is not None and (integer(difficulty) is None or difficulty not in info.difficulties):
                 raise ConfigError(
                     f"env {env_id} ({game!r}): difficulty {difficulty!r} is not one of {list(info.difficulties)}"
                 )
         if not isinstance(self.frameskip, tuple):
             check_positive_int("frameskip", self.frameskip)
-        elif not (len(self.frameskip) == 2 and all(_is_int(v) for v in self.frameskip)
+        elif not (len(self.frameskip) == 2 and all(integer(v) is not None for v in self.frameskip)
                   and 1 <= self.frameskip[0] < self.frameskip[1]):
             raise ConfigError(
                 f"frameskip as a tuple must be (low, high) with 1 <= low < high (each step repeats its action a "
@@ -130,16 +132,12 @@ class AtariConfig:
             raise ConfigError(f"obs_type must be one of {', '.join(map(repr, OBS_TYPES))}, got {self.obs_type!r}")
         if self.obs_type != "ram" and self.grayscale != (self.obs_type == "grayscale"):
             raise ConfigError(f"obs_type={self.obs_type!r} and grayscale={self.grayscale!r} disagree")
-        check_positive_int("stack_num", self.stack_num)
         if self.padding_type not in ("reset", "zero"):
             raise ConfigError(f"padding_type must be 'reset' or 'zero', got {self.padding_type!r}")
-        check_positive_int("img_height", self.img_height)
-        check_positive_int("img_width", self.img_width)
-        check_positive_int("max_num_frames_per_episode", self.max_num_frames_per_episode)
-        if isinstance(self.noop_max, bool) or not isinstance(self.noop_max, int) or self.noop_max < 0:
+        if integer(self.noop_max) is None or self.noop_max < 0:
             raise ConfigError(f"noop_max must be a non-negative integer, got {self.noop_max!r}")
         sticky = self.repeat_action_probability
-        if not isinstance(sticky, (int, float)) or not 0.0 <= sticky <= 1.0:
+        if not isinstance(sticky, numbers.Real) or not 0.0 <= sticky <= 1.0:
             raise ConfigError(f"repeat_action_probability must be in [0, 1], got {sticky!r}")
         if self.reset_cache not in (True, False, "auto"):
             raise ConfigError(f"reset_cache must be True, False or 'auto', got {self.reset_cache!r}")
@@ -151,6 +149,27 @@ class AtariConfig:
             )
         if self.img_height > SCREEN_HEIGHT * 4 or self.img_width > SCREEN_WIDTH * 4:
             raise ConfigError(f"img_height/img_width larger than 4x the {SCREEN_HEIGHT}x{SCREEN_WIDTH} screen")
+
+    def _take_numbers(self) -> None:
+        """Numpy's numbers as Python's (ale-py takes either): the sizes, refused unless positive integers, and the
+        frameskip, no-ops, modes, difficulties and probability, whose checks follow."""
+        def keep(name: str, value: Any) -> None:
+            object.__setattr__(self, name, value)
+
+        for name in ("stack_num", "img_height", "img_width", "max_num_frames_per_episode"):
+            keep(name, check_positive_int(name, getattr(self, name)))
+
+        def plain(value: Any) -> Any:  # an integer as Python's; anything else stays, for its check to name
+            number = integer(value)
+            return value if number is None else number
+
+        frameskip = self.frameskip
+        keep("frameskip", tuple(map(plain, frameskip)) if isinstance(frameskip, tuple) else plain(frameskip))
+        keep("noop_max", plain(self.noop_max))
+        keep("modes", tuple(map(plain, self.modes)))
+        keep("difficulties", tuple(map(plain, self.difficulties)))
+        if isinstance(self.repeat_action_probability, numbers.Real):
+            keep("repeat_action_probability", float(self.repeat_action_probability))
 
     @property
     def num_envs(self) -> int:
@@ -200,10 +219,6 @@ def per_env(name: str, value: Any, n: int) -> tuple[Any, ...]:
     return (value,) * n
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 def games_of(games: Sequence[str] | None, game: str | None, num_envs: int | None) -> tuple[str, ...]:
     """The per-env ROM ids from ale-py's two forms: ``games=[...]`` or ``game=..., num_envs=...``."""
     if games is not None:
@@ -217,6 +232,4 @@ def games_of(games: Sequence[str] | None, game: str | None, num_envs: int | None
         return games
     if game is None:
         raise ConfigError("name the ROMs: games=['pong', 'breakout', ...] or game='pong', num_envs=N")
-    if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
-        raise ConfigError(f"num_envs must be a positive integer with game={game!r}, got {num_envs!r}")
-    return (game,) * num_envs
+    return (game,) * check_positive_int("num_envs", num_envs, f" with game={game!r}")

@@ -13,6 +13,7 @@ from shoal.atari.engine import INFO_ARRAYS, AtariEngineFactory, AtariState
 from shoal.atari.roms import game_info
 from shoal.errors import ActionError, ConfigError
 from shoal.vector.base import Backend, VectorEnv
+from shoal.vector.checks import integer
 
 
 class AtariVectorEnv(VectorEnv):
@@ -135,7 +136,8 @@ class AtariVectorEnv(VectorEnv):
         )
         if num_threads and num_workers and num_threads != num_workers:
             raise ConfigError(f"num_threads={num_threads} and num_workers={num_workers} disagree; pass one")
-        if isinstance(thread_affinity_offset, bool) or not isinstance(thread_affinity_offset, int):
+        affinity = integer(thread_affinity_offset)
+        if affinity is None:
             raise ConfigError(
                 f"thread_affinity_offset must be an integer (-1: no pinning), got {thread_affinity_offset!r}"
             )
@@ -143,7 +145,7 @@ class AtariVectorEnv(VectorEnv):
         self.num_actions: list[int] = self.config.num_actions
         factory = AtariEngineFactory(
             self.config, tuple(self.config.action_set(i) for i in range(n)),
-            tuple(game_info(g).screen_height for g in names), thread_affinity_offset,
+            tuple(game_info(g).screen_height for g in names), affinity,
         )
         action: spaces.Space
         if continuous:

@@ -18,6 +18,7 @@ from shoal.atari.roms import check_game
 from shoal.bench.throughput import SETTINGS, time_steps
 from shoal.errors import ConfigError
 from shoal.vector.cpus import usable_cores
+from shoal.vector.checks import check_positive_int
 
 Progress = Callable[[str, float, float], None]
 """Called with ``(description, seconds spent, budget)`` as each configuration starts."""
@@ -60,8 +61,7 @@ class Workload:
             if not names:
                 raise ConfigError("games must name at least one ROM")
             return cls(games=names, num_envs=len(names))
-        if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
-            raise ConfigError(f"num_envs must be a positive integer with a Gymnasium id, got {num_envs!r}")
+        num_envs = check_positive_int("num_envs", num_envs, " with a Gymnasium id")
         from shoal.make import make
 
         assert env_id is not None  # (exactly one of the two, checked above)

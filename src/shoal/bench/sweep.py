@@ -29,6 +29,7 @@ from shoal.atari.roms import check_game
 from shoal.bench.output import output_folder
 from shoal.bench.scores import human_normalized
 from shoal.errors import ConfigError, MissingDependencyError
+from shoal.vector.checks import check_positive_int
 
 if TYPE_CHECKING:
     from shoal.vector.base import Backend
@@ -127,8 +128,7 @@ def sweep(
     if episodes is not None and steps is not None:
         raise ConfigError("give episodes or steps, not both")
     unit, amount = ("steps", steps) if steps is not None else ("episodes", 1 if episodes is None else episodes)
-    if isinstance(amount, bool) or not isinstance(amount, int) or amount < 1:
-        raise ConfigError(f"{unit} must be a positive integer, got {amount!r}")
+    amount = check_positive_int(unit, amount)
     settings = {
         "unit": unit, "amount": amount, "policy": str(policy), **{k: atari[k] for k in sorted(atari)},
     }

@@ -20,6 +20,7 @@ import numpy as np
 from shoal.atari.roms import check_game, game_ids
 from shoal.errors import ConfigError, MissingDependencyError
 from shoal.vector.cpus import usable_cores
+from shoal.vector.checks import check_positive_int, integer
 
 if TYPE_CHECKING:
     from shoal.vector.base import Backend
@@ -192,8 +193,7 @@ def throughput(
     else:
         games = list(DEFAULT_GAMES) + [g for g in game_ids() if g not in DEFAULT_GAMES]
     roms = _check_counts("roms", roms, len(games))
-    if isinstance(copies, bool) or not isinstance(copies, int) or copies < 1:
-        raise ConfigError(f"copies must be a positive integer, got {copies!r}")
+    copies = check_positive_int("copies", copies)
     unknown = [s for s in systems if s not in SYSTEMS]
     if unknown or not systems:
         raise ConfigError(f"systems must be some of {', '.join(SYSTEMS)}; got {list(systems)}")
@@ -216,9 +216,9 @@ def throughput(
 
 def _check_counts(name: str, counts: Sequence[int], limit: int) -> list[int]:
     counts = list(counts)
-    if not counts or any(isinstance(c, bool) or not isinstance(c, int) or not 1 <= c <= limit for c in counts):
+    if not counts or any(integer(c) is None or not 1 <= c <= limit for c in counts):
         raise ConfigError(f"{name} must be integers between 1 and {limit} (the games available), got {counts}")
-    return counts
+    return [int(c) for c in counts]
 
 
 def stepper(system: str, games: list[str], opened: contextlib.ExitStack) -> Callable[[], int]:

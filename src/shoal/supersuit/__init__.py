@@ -44,6 +44,7 @@ import numpy as np
 
 from shoal.errors import AgentPresenceError, AgentSpacesError, ConfigError, MissingDependencyError, UnpicklableError
 from shoal.vector.infos import InfoParts, per_env
+from shoal.vector.checks import check_positive_int, integer
 
 __all__ = [
     "ConcatVecEnv",
@@ -176,9 +177,9 @@ def concat_vec_envs_v1(vec_env: Any, num_vec_envs: int, num_cpus: int = 0, base_
     """
     if base_class not in BASE_CLASSES:
         raise ConfigError(f"base_class: expected one of {BASE_CLASSES}, got {base_class!r}")
-    if isinstance(num_vec_envs, bool) or not isinstance(num_vec_envs, int) or num_vec_envs < 1:
-        raise ConfigError(f"num_vec_envs must be a positive integer, got {num_vec_envs!r}")
-    if isinstance(num_cpus, bool) or not isinstance(num_cpus, int) or num_cpus < 0:
+    num_vec_envs = check_positive_int("num_vec_envs", num_vec_envs)
+    cpus = integer(num_cpus)
+    if cpus is None or cpus < 0:
         raise ConfigError(f"num_cpus must be a non-negative integer, got {num_cpus!r}")
     par_env = getattr(vec_env, "par_env", None)
     if par_env is None:
@@ -189,7 +190,7 @@ def concat_vec_envs_v1(vec_env: Any, num_vec_envs: int, num_cpus: int = 0, base_
     check_parallel(par_env)
     from shoal.make import make
 
-    workers = min(num_cpus, num_vec_envs)
+    workers = min(cpus, num_vec_envs)
     backend = dict(backend="serial") if workers <= 1 else dict(backend="multiprocessing", num_workers=workers)
     envs = make(copies(par_env), num_vec_envs, autoreset_mode="same_step", **backend)  # type: ignore[arg-type]
     metadata = getattr(par_env, "metadata", None) or {}

@@ -33,7 +33,7 @@ from shoal.spaces import Layout
 from shoal.vector.batches import Batches
 from shoal.vector.buffers import BufferSpec
 from shoal.vector.calls import Calls
-from shoal.vector.checks import check_batch, check_reset_mask, check_seeds, parse_autoreset_mode
+from shoal.vector.checks import check_batch, check_positive_int, check_reset_mask, check_seeds, parse_autoreset_mode
 from shoal.vector.copies import SplitCopies
 from shoal.vector.commands import Command, Op
 from shoal.vector.engine import split_by
@@ -102,9 +102,7 @@ class VectorEnv(Batches, Calls, Results, Recovery, Owned, gymnasium.vector.Vecto
         self.closed = True  # until the backend is up, so __del__ of a half-built env does nothing
         self._guard = CallGuard(refuse_concurrent)  # one call at a time, whichever threads call (see state.py)
         self._track()  # (shoal.vector.ownership)
-        if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)) or num_envs < 1:
-            raise ConfigError(f"num_envs must be a positive integer, got {num_envs!r}")
-        self.num_envs = int(num_envs)
+        self.num_envs = check_positive_int("num_envs", num_envs)
         self.rows_per_env = rows_per_env
         """Consecutive rows an engine steps as one (a multi-agent env's agents): groups, asynchronous batches and
         workers' shares are made of whole units of that many rows."""

@@ -7,6 +7,7 @@ step without costing the hot path more than a few microseconds.
 
 from __future__ import annotations
 
+import numbers
 from functools import singledispatch
 from itertools import accumulate
 from typing import Any
@@ -214,10 +215,21 @@ def _check_gamma(gamma: Any) -> float:
     return float(gamma)
 
 
-def check_positive_int(name: str, value: Any) -> None:
-    """Refuse ``value`` for setting ``name`` unless it is a positive Python integer (not a bool)."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+def integer(value: Any) -> int | None:
+    """``value`` as a Python int if it is an integer, Python's or numpy's (ale-py and Gymnasium take either), but
+    not a bool; else None."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        return None
+    return int(value)
+
+
+def check_positive_int(name: str, value: Any, where: str = "") -> int:
+    """``value`` for setting ``name`` (``where``: words after the name) as a Python int; :class:`ConfigError` unless
+    it is a positive integer (:func:`integer`)."""
+    number = integer(value)
+    if number is None or number < 1:
+        raise ConfigError(f"{name} must be a positive integer{where}, got {value!r}")
+    return number
 
 
 def check_seeds(seed: Any, n: int) -> list[int | None]:

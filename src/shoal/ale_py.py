@@ -118,8 +118,9 @@ def _seeds_of_reset(seed: Any, mask: np.ndarray) -> list[int | None] | None:
     if seed is None:
         return None
     reset = np.flatnonzero(mask)
-    if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
-        values = [int(seed) + k for k in range(len(reset))]
+    first = integer(seed)
+    if first is not None:
+        values = [first + k for k in range(len(reset))]
     elif isinstance(seed, (np.ndarray, list, tuple)):
         if np.shape(seed) != (len(reset),):
             raise ResetArgumentError(

@@ -19,6 +19,7 @@ from gymnasium.vector import AutoresetMode
 from shoal.envpool.formats import FORMATS, Batch, old_gym_api
 from shoal.errors import ConfigError, ShoalError
 from shoal.vector.base import VectorEnv
+from shoal.vector.checks import integer
 
 
 COMMON_DEFAULTS: dict[str, Any] = {
@@ -95,8 +96,8 @@ class EnvPool:
         self.config: dict[str, Any] = {**settings, "num_envs": num_envs, "batch_size": envs.batch_size}
         self.reward_threshold = reward_threshold
         seed = settings["seed"]
-        integer = isinstance(seed, (int, np.integer)) and not isinstance(seed, bool)
-        self._seed = int(seed) if integer else list(seed)  # (one per env: shoal checks it at the first reset)
+        first = integer(seed)
+        self._seed = first if first is not None else list(seed)  # (one per env: shoal checks it at the first reset)
         self._book = book
         self._format = FORMATS[env_type](self, book.observation_space, book.action_space, settings)
         self.config["gym_reset_return_info"] = self._format.return_info  # (as EnvPool fills it in)

@@ -38,11 +38,10 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable, Sequence
 
-import numpy as np
-
 from shoal.pufferlib.errors import APIUsageError, pufferlib
 from shoal.pufferlib.hosting import host_of, signature
 from shoal.pufferlib.vecenv import PufferVecEnv
+from shoal.vector.checks import integer
 
 __all__ = ["APIUsageError", "PufferVecEnv", "make"]
 
@@ -103,7 +102,8 @@ def make(
 
 
 def _is_count(value: Any) -> bool:
-    return not isinstance(value, bool) and isinstance(value, (int, np.integer)) and bool(value >= 1)
+    number = integer(value)
+    return number is not None and number >= 1
 
 
 def _creators(creators: Any, args: Any, kwargs: Any, n: int) -> tuple[list, list, list]:

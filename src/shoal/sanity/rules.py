@@ -8,6 +8,7 @@ import numpy as np
 from gymnasium import spaces
 
 from shoal.errors import ConfigError
+from shoal.vector.checks import check_positive_int, integer
 
 PASSWORD = (0, 1, 1, 0, 0)
 """Password's default password (the bits PufferLib's seed 42 draws)."""
@@ -32,14 +33,8 @@ def perimeter(distance: int) -> np.ndarray:
                      if max(abs(r - distance), abs(c - distance)) == distance], np.int64)
 
 
-def _positive(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ConfigError(f"{name} must be a positive integer, got {value!r}")
-    return int(value)
-
-
 def check_squared(distance: int, num_targets: int) -> tuple[int, int]:
-    distance, num_targets = _positive("distance", distance), _positive("num_targets", num_targets)
+    distance, num_targets = check_positive_int("distance", distance), check_positive_int("num_targets", num_targets)
     if num_targets > 8 * distance:
         raise ConfigError(f"num_targets={num_targets} is more than the {8 * distance} cells of the perimeter")
     return distance, num_targets
@@ -55,13 +50,13 @@ def check_password(password: Sequence[int]) -> np.ndarray:
 def check_stochastic(p: float, horizon: int) -> tuple[float, int]:
     if not isinstance(p, (int, float)) or not 0 < p < 1:
         raise ConfigError(f"p must be in (0, 1), got {p!r}")
-    return float(p), _positive("horizon", horizon)
+    return float(p), check_positive_int("horizon", horizon)
 
 
 def check_memory(length: int, delay: int) -> tuple[int, int]:
-    if isinstance(delay, bool) or not isinstance(delay, (int, np.integer)) or delay < 0:
+    if integer(delay) is None or delay < 0:
         raise ConfigError(f"delay must be a non-negative integer, got {delay!r}")
-    return _positive("length", length), int(delay)
+    return check_positive_int("length", length), int(delay)
 
 
 def check_means(means: Sequence[float]) -> np.ndarray:

@@ -236,16 +236,17 @@ def check_seeds(seed: Any, n: int) -> list[int | None]:
     """Gymnasium's seed forms: None, an int (``seed + i`` for env ``i``) or one int/None per env."""
     if seed is None:
         return [None] * n
-    if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
-        if seed < 0:
+    first = integer(seed)
+    if first is not None:
+        if first < 0:
             raise ResetArgumentError(f"seed must be a non-negative integer, got {seed}")
-        return [int(seed) + i for i in range(n)]
+        return [first + i for i in range(n)]
     if isinstance(seed, (list, tuple, np.ndarray)):
         seeds = list(seed)
         if len(seeds) != n:
             raise ResetArgumentError(f"expected {n} seeds (one per env), got {len(seeds)}")
         for i, s in enumerate(seeds):
-            if s is not None and (not isinstance(s, (int, np.integer)) or isinstance(s, bool) or s < 0):
+            if s is not None and (integer(s) is None or s < 0):
                 raise ResetArgumentError(f"seed {i}: expected a non-negative integer or None, got {s!r}")
         return [None if s is None else int(s) for s in seeds]
     raise ResetArgumentError(f"seed must be None, an int or a sequence of {n} ints, got {type(seed).__name__}")

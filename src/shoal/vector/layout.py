@@ -13,6 +13,7 @@ from typing import NamedTuple
 import numpy as np
 
 from shoal.errors import ConfigError
+from shoal.vector.checks import integer
 from shoal.vector.cpus import usable_cores
 from shoal.vector.load import ShareCost, choose_workers, other_runnable
 
@@ -52,7 +53,7 @@ def worker_count(
         return Workers(count, others, alone=count == 1 < units)  # also on one core: a worker would only add hand-offs
     if num_workers is None:
         return Workers(1 if backend == "serial" else min(units, usable_cores()))
-    if isinstance(num_workers, bool) or not isinstance(num_workers, (int, np.integer)):
+    if integer(num_workers) is None:
         raise ConfigError(f"num_workers must be an integer, got {num_workers!r}")
     if not 1 <= num_workers <= units:
         raise ConfigError(f"num_workers must be between 1 and {units_text(units, rows)}, got {num_workers}")
@@ -63,7 +64,7 @@ def checked_batch_size(batch_size: int | None, *, num_envs: int, rows: int, num_
     """``batch_size`` checked (None: ``num_envs``, synchronous steps)."""
     if batch_size is None or batch_size == num_envs:
         return num_envs
-    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)):
+    if integer(batch_size) is None:
         raise ConfigError(f"batch_size must be an integer, got {batch_size!r}")
     if not 1 <= batch_size <= num_envs:
         raise ConfigError(f"batch_size must be between 1 and num_envs={num_envs}, got {batch_size}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 
 import gymnasium as gym
@@ -127,6 +128,28 @@ def test_drop_in_classes_equal_gymnasium():
     envs.step_async(acts[0])
     assert len(envs.step_wait()) == 5
     envs.close()
+
+
+def test_drop_in_classes_have_gymnasiums_public_attributes():
+    # what programs read off Gymnasium's classes: the constructor's arguments as given, the spaces, the seeds. Left
+    # out: the AsyncVectorEnv's processes, pipes, error queue and observation buffer, which are its own machinery
+    internals = {"processes", "parent_pipes", "error_queue", "observations", "max_concurrency"}
+    fns = [functools.partial(SpaceEnv, "dict", "discrete") for _ in range(2)]
+    for gym_cls, cls, kwargs in [
+        (gym.vector.SyncVectorEnv, SyncVectorEnv, {"copy": False}),
+        (gym.vector.AsyncVectorEnv, AsyncVectorEnv, {"shared_memory": False, "context": "fork", "daemon": False}),
+    ]:
+        with contextlib.closing(gym_cls(fns, **kwargs)) as ref, cls(fns, **kwargs) as envs:
+            ref.reset(seed=3), envs.reset(seed=3)
+            public = {name for name in dir(ref) if not name.startswith("_")} - internals
+            assert envs.unwrapped is envs and ref.unwrapped is ref
+            for name in sorted(public - {"envs", "np_random", "unwrapped"}):
+                if not callable(getattr(ref, name)):
+                    assert_same(getattr(envs, name), getattr(ref, name), f"{cls.__name__}.{name}")
+            states = [[rng.bit_generator.state for rng in e.np_random] for e in (envs, ref)]
+            assert states[0] == states[1]
+            assert public <= set(dir(envs)), public - set(dir(envs))
+        assert envs.env_fns is fns and envs.closed
 
 
 def test_drop_in_refuses_what_it_cannot_honour():

@@ -53,6 +53,7 @@ class SyncVectorEnv(VectorEnv):
             observation_mode=observation_mode,
             autoreset_mode=autoreset_mode,
         )
+        self.env_fns, self.observation_mode = env_fns, observation_mode  # Gymnasium's attributes, as given
 
     @property
     def envs(self) -> list[Env]:
@@ -89,13 +90,13 @@ class AsyncVectorEnv(VectorEnv):
                 "AsyncVectorEnv(worker=...) cannot be honoured: shoal's workers host several envs and share one "
                 "engine; put custom per-env logic in a gymnasium.Wrapper instead"
             )
-        env_fns = list(env_fns)
+        fns = list(env_fns)
         _adopt(
             self,
-            env_fns,
+            fns,
             "AsyncVectorEnv",
             backend="multiprocessing",
-            num_workers=min(len(env_fns), usable_cores()),
+            num_workers=min(len(fns), usable_cores()),
             inline=False,  # every env in a worker: step_async/reset_async return at once, as Gymnasium's do
             copy=copy,
             context=context,
@@ -103,6 +104,9 @@ class AsyncVectorEnv(VectorEnv):
             observation_mode=observation_mode,
             autoreset_mode=autoreset_mode,
         )
+        # Gymnasium's attributes, as given (``worker`` is None: another is refused above)
+        self.env_fns, self.shared_memory, self.context, self.daemon = env_fns, shared_memory, context, daemon
+        self.worker, self.observation_mode = worker, observation_mode
         if shared_memory:
             try:
                 _refuse_as_gymnasium(self.single_observation_space)

@@ -18,6 +18,7 @@ import shoal
 from shoal.errors import ActionError, ConfigError
 
 sb3 = pytest.importorskip("stable_baselines3", reason="Stable-Baselines3 is the sb3 extra: pip install 'shoal[sb3]'")
+from stable_baselines3.common import vec_env as sb3_vec_env  # noqa: E402
 from stable_baselines3.common.vec_env import DummyVecEnv  # noqa: E402
 
 import shoal.sb3  # noqa: E402
@@ -100,6 +101,28 @@ def test_attributes_and_methods_reach_only_the_envs_named():
     wrapped = shoal.sb3.VecEnv(shoal.make("CartPole-v1", 2, autoreset_mode="same_step", backend="serial"))
     assert wrapped.env_is_wrapped(gym.wrappers.TimeLimit) == [True, True]
     wrapped.close()
+
+
+@pytest.mark.parametrize("build", ["DummyVecEnv", "SubprocVecEnv"])
+def test_drop_ins_have_sb3s_public_attributes(build):
+    # what code reads off SB3's classes; not their machinery: DummyVecEnv's buffers (buf_obs, ...; shoal's are shared
+    # memory) and SubprocVecEnv's pipes and processes (several envs per worker here)
+    machinery = {"buf_obs", "buf_dones", "buf_rews", "buf_infos", "keys", "remotes", "work_remotes", "processes"}
+    fns = _fns("box_f32", "discrete", 2)
+    ref, envs = getattr(sb3_vec_env, build)(fns), getattr(shoal.sb3, build)(fns)
+    missing = {name for name in dir(ref) if not name.startswith("_")} - machinery - set(dir(envs))
+    for vec in (ref, envs):
+        vec.reset()
+        vec.step_async(np.zeros(2, np.int64))
+        if build == "SubprocVecEnv":
+            assert vec.waiting and not vec.closed
+        vec.step_wait()
+        if build == "SubprocVecEnv":
+            assert not vec.waiting
+        vec.close()
+        if build == "SubprocVecEnv":
+            assert vec.closed
+    assert not missing
 
 
 def test_negative_indices_count_from_the_end_as_in_sb3():

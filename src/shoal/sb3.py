@@ -34,6 +34,7 @@ from gymnasium.vector.utils import concatenate, create_empty_array
 from shoal.errors import ActionError, ConfigError, MissingDependencyError
 from shoal.spaces import FIXED_LEAVES
 from shoal.vector.infos import InfoParts, per_env
+from shoal.vector.state import AsyncState
 
 try:
     from stable_baselines3.common.vec_env import VecEnv as _SB3VecEnv
@@ -198,6 +199,16 @@ class SubprocVecEnv(VecEnv):
         from shoal.make import make
 
         super().__init__(make(list(env_fns), autoreset_mode="same_step", context=start_method))
+
+    @property
+    def waiting(self) -> bool:
+        """Whether a step was sent and its results not collected yet (SB3's ``SubprocVecEnv.waiting``)."""
+        return self.venv_shoal._state is AsyncState.WAITING_STEP
+
+    @property
+    def closed(self) -> bool:
+        """Whether the envs are closed (SB3's ``SubprocVecEnv.closed``)."""
+        return self.venv_shoal.closed
 
 
 def _batched(space: spaces.Space, actions: Any, n: int) -> Any:

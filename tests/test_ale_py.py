@@ -153,6 +153,17 @@ def test_numpy_numbers_are_taken_as_ale_py_takes_them():
             shoal.ale_py.AtariVectorEnv("pong", 1, mode=mode)
 
 
+def test_np_random_is_one_vector_level_generator_as_in_ale_py():
+    # ale-py's pool keeps Gymnasium's VectorEnv generator (its resets do not seed it), not one per env
+    with contextlib.closing(AlePool("pong", 2)) as theirs, shoal.ale_py.AtariVectorEnv("pong", 2) as mine:
+        for vec in (theirs, mine):
+            vec.reset(seed=0)
+            assert isinstance(vec.np_random, np.random.Generator) and isinstance(vec.np_random_seed, int)
+            vec.np_random = np.random.default_rng(3)
+            assert vec.np_random_seed == -1
+        assert mine.np_random.bit_generator.state == theirs.np_random.bit_generator.state
+
+
 def test_bad_arguments_are_gymnasium_errors_as_in_ale_py():
     for frameskip in (0, -1, 4.0):
         with pytest.raises(gym.error.Error, match="frameskip"):

@@ -1,14 +1,17 @@
 """shoal.AtariVectorEnv: spaces, errors, determinism, sequences, async batches and emulator state."""
 
 import pickle
+from contextlib import closing
 
+import ale_py
+import gymnasium
 import numpy as np
 import pytest
 from ale_py.env import AtariEnv
 from gymnasium import spaces
 
 import shoal
-from shoal.errors import ActionError, ConfigError, UnknownGameError
+from shoal.errors import ActionError, ConfigError, StateError, UnknownGameError
 
 from helpers import assert_same, rollout
 
@@ -299,6 +302,32 @@ def test_restore_state_replays_exactly_and_states_pickle(games):
         assert_same(tuple(first), tuple(again))
         with pytest.raises(ConfigError, match="this state is of"):
             envs.restore_state([states[1]], env_ids=[0])
+
+
+@pytest.mark.parametrize("config", [{"backend": "serial"}, {"num_workers": 2}])
+def test_np_random_is_each_envs_own_as_on_gymnasiums_atari_envs(config):
+    # per env, as a Gymnasium SyncVectorEnv of AtariEnvs has them: seeded alike at a reset, drawn from alike by random
+    # frameskips (compared by state; from workers they are copies); np_random_seed is the last seeded reset's seed
+    def states(envs):
+        return [rng.bit_generator.state for rng in envs.np_random]
+
+    gymnasium.register_envs(ale_py)
+    settings = dict(frameskip=(2, 5), repeat_action_probability=0.0)
+    ref = gymnasium.vector.SyncVectorEnv([lambda: gymnasium.make("ALE/Pong-v5", **settings)] * 2)
+    with shoal.AtariVectorEnv(games=["pong", "pong"], noop_max=0, **settings, **config) as envs, closing(ref):
+        with pytest.raises(StateError, match=r"env 0 has not been reset yet"):
+            envs.np_random
+        for e in (envs, ref):
+            e.reset(seed=5)
+        assert envs.np_random_seed == ref.np_random_seed == (5, 6) and states(envs) == states(ref)
+        for _ in range(7):
+            for e in (envs, ref):
+                e.step(np.zeros(2, np.int64))
+        for e in (envs, ref):
+            e.reset()
+        assert envs.np_random_seed == ref.np_random_seed and states(envs) == states(ref)
+        with pytest.raises(AttributeError, match=r"no attribute 'lives' \(np_random and np_random_seed only\)"):
+            envs.get_attr("lives")
 
 
 def test_continuous_action_maps_onto_the_full_action_set():

@@ -45,6 +45,10 @@ class AtariVectorEnv(_ShoalAtari):
     """ale-py 0.12's ``AtariVectorEnv(game, num_envs, **kwargs)`` on shoal's backends (see the module docstring);
     shoal's own keywords (``backend``, ``num_workers``, ``games``, ``obs_type``, ...) work too."""
 
+    # ale-py's pool has Gymnasium's one vector-level generator (its resets leave it alone), not a tuple of the envs'
+    np_random = gym.vector.VectorEnv.np_random  # type: ignore[assignment]  # (its type, not a tuple)
+    np_random_seed = gym.vector.VectorEnv.np_random_seed  # type: ignore[assignment]
+
     def __init__(
         self, game: str | None = None, num_envs: int | None = None, *, max_num_frames_per_episode: int = 108000,
         **kwargs: Any,

@@ -106,6 +106,7 @@ class AtariEngine(Engine):
             self.ales.append(ale)
         self._loaded = [False] * len(env_ids)
         self._rngs: list[np.random.Generator | None] = [None] * len(env_ids)
+        self._seeds = [-1] * len(env_ids)  # each env's last reset seed (np_random_seed)
         self.action_sets = [factory.action_sets[i] for i in env_ids]
         self._has_fire = [FIRE in a for a in self.action_sets]
         self._lives = np.zeros(len(env_ids), np.int64)
@@ -163,6 +164,7 @@ class AtariEngine(Engine):
         ale = self.ales[local]
         np_seed, ale_seed = np.random.SeedSequence(seed).generate_state(n_words=2)
         self._rngs[local], _ = seeding.np_random(int(np_seed))
+        self._seeds[local] = -1 if seed is None else seed
         ale.setInt("random_seed", int(np.int64(ale_seed).astype(np.int32)))
         from ale_py import roms
 
@@ -403,6 +405,19 @@ class AtariEngine(Engine):
         if name == "get_action_meanings":
             return [action_meanings(self.action_sets[local]) for local in local_ids]
         raise AttributeError(f"AtariVectorEnv envs have no method {name!r}")
+
+    def get_attr(self, ids: np.ndarray, name: str) -> list[Any]:
+        """Gymnasium's ``AtariEnv`` attributes a vector env reads per env: ``np_random``, the generator of the no-ops
+        and random frameskips (seeded as ``AtariEnv.seed_game`` seeds its own), and ``np_random_seed``, the seed of
+        the last seeded reset (-1 if none was: Gymnasium's "unknown")."""
+        local_ids = (ids - self.env_ids.start).tolist()
+        for local in local_ids:
+            self._ale(local)  # (reset first)
+        if name == "np_random":
+            return [self._rngs[local] for local in local_ids]
+        if name == "np_random_seed":
+            return [self._seeds[local] for local in local_ids]
+        raise AttributeError(f"AtariVectorEnv envs have no attribute {name!r} (np_random and np_random_seed only)")
 
     def _ale(self, local: int) -> Any:
         if not self._loaded[local]:

@@ -5,6 +5,7 @@ CartPoleVectorEnv), or one SyncVectorEnv of all the sub-envs (SyncVectorEnvs of 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 
 import gymnasium as gym
@@ -352,3 +353,19 @@ def test_render_gives_each_row_its_own_sub_envs_frame():
         for row, frame in enumerate(frames):
             np.testing.assert_array_equal(frame, refs[row // 3].render()[row % 3])
         assert not np.array_equal(frames[0], frames[1])  # the sub-envs' own frames, not one repeated
+
+
+@pytest.mark.parametrize("backend", [{"backend": "serial"}, {"num_workers": 2}])
+def test_np_random_of_each_row_is_its_sub_envs(backend):
+    # units of Gymnasium's SyncVectorEnv keep one generator per sub-env: each row gets its own, as a SyncVectorEnv of
+    # all the envs gives them; a unit with one generator (Gymnasium's CartPoleVectorEnv) gives it to each of its rows
+    sync = functools.partial(gym.make_vec, "CartPole-v1", 2, vectorization_mode="sync")
+    ref = gym.make_vec("CartPole-v1", 4, vectorization_mode="sync")
+    with shoal.make(sync, 2, **backend) as envs, contextlib.closing(ref):
+        envs.reset(seed=3)  # row i seeded 3 + i: a unit takes its first row's seed, and seeds its sub-envs from it
+        ref.reset(seed=3)
+        assert envs.np_random_seed == ref.np_random_seed == (3, 4, 5, 6)
+        assert [g.bit_generator.state for g in envs.np_random] == [g.bit_generator.state for g in ref.np_random]
+    with shoal.make(functools.partial(CartPoleVectorEnv, num_envs=3), 2, **backend) as envs:
+        envs.reset(seed=3)
+        assert envs.np_random_seed == (3, 3, 3, 6, 6, 6)

@@ -375,14 +375,23 @@ class HostedEngine(Engine):
                     value = value(*args, **kwargs)
             except Exception as exc:
                 raise env_error(int(rows[0]), exc, self._name(unit), " in call()") from exc
-            if name == "render" and isinstance(value, (list, tuple, np.ndarray)) and len(value) == self._m:
-                results += [value[j] for j in (rows - unit * self._m).tolist()]
-            else:
-                results += [value] * len(rows)
+            results += self._per_row(value, unit, rows, name == "render")
         return results
 
     def get_attr(self, ids: np.ndarray, name: str) -> list[Any]:
-        return [getattr(self.envs[unit - self._first], name) for unit, rows in self._units(ids) for _ in rows]
+        """Each unit's attribute, given to each of its rows; a unit that keeps ``np_random``/``np_random_seed`` per
+        sub-env (Gymnasium's Sync/AsyncVectorEnv: a tuple of them) gives each row its own."""
+        results: list[Any] = []
+        for unit, rows in self._units(ids):
+            value = getattr(self.envs[unit - self._first], name)
+            results += self._per_row(value, unit, rows, name in ("np_random", "np_random_seed"))
+        return results
+
+    def _per_row(self, value: Any, unit: int, rows: np.ndarray, per_sub_env: bool) -> list[Any]:
+        """``value`` of ``unit`` for each of its ``rows``: its own item where ``value`` has one per sub-env."""
+        if per_sub_env and isinstance(value, (list, tuple, np.ndarray)) and len(value) == self._m:
+            return [value[j] for j in (rows - unit * self._m).tolist()]
+        return [value] * len(rows)
 
     def set_attr(self, ids: np.ndarray, name: str, values: list[Any]) -> None:
         """Each unit's attribute set once, to the value of the last of its rows named (a unit has one)."""

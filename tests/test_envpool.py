@@ -219,6 +219,33 @@ def test_same_seed_same_games_and_partial_reset():
         b.close()
 
 
+def test_per_env_seeds_are_envpools():
+    # EnvPool 1.2.5: env_seed, or a list as seed, seeds env i with its item i; the config keeps them as EnvPool does
+    forms = [{"seed": 5}, {"seed": [5, 6, 7]}, {"env_seed": np.array([5, 6, 7])}, {"seed": 2, "env_seed": (7, 5)}]
+    for kwargs in forms:
+        kwargs = {"num_envs": len(kwargs.get("env_seed", [0] * 3)), **kwargs}
+        theirs, mine = make_both("CartPole-v1", **kwargs)
+        with mine:
+            assert (mine.config["seed"], mine.config["env_seed"]) == (theirs.config["seed"], theirs.config["env_seed"])
+        theirs.close()
+    # env i of env_seed=[7, 5, 6] plays as env (seed - 5) of seed=5, given the same actions
+    order = [2, 0, 1]
+    with ours.make("CartPole-v1", num_envs=3, seed=5, backend="serial") as a, \
+            ours.make("CartPole-v1", num_envs=3, env_seed=[7, 5, 6], backend="serial") as b:
+        np.testing.assert_array_equal(b.reset()[0], a.reset()[0][order])
+        rng = np.random.default_rng(0)
+        for _ in range(40):
+            actions = rng.integers(0, 2, 3)
+            for got, want in zip(b.step(actions[order]), a.step(actions)):
+                if not isinstance(want, dict):
+                    np.testing.assert_array_equal(got, want[order])
+    for kwargs, match in [({"seed": [5, 6]}, r"needs one seed per env \(3\), got \[5, 6\]"),
+                          ({"seed": [1, 2, 3], "env_seed": [1, 2, 3]}, r"or env_seed, not both"),
+                          ({"env_seed": [1.5, 2, 3]}, r"env_seed: expected integers, got \[1.5, 2, 3\]")]:
+        with pytest.raises(ConfigError, match=match):
+            ours.make("CartPole-v1", num_envs=3, backend="serial", **kwargs)
+
+
 def test_gym_api_is_the_installed_gyms():
     gym = pytest.importorskip("gym")
     pool = ours.make("Pong-v5", env_type="gym", num_envs=2, backend="serial")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import warnings
 from collections import namedtuple
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol, cast
 
 import gymnasium
 import numpy as np
@@ -29,6 +29,7 @@ COMMON_DEFAULTS: dict[str, Any] = {
     "max_num_players": 1,
     "thread_affinity_offset": -1,
     "seed": 42,
+    "env_seed": [],
     "gym_reset_return_info": None,
 }
 """EnvPool's keywords of every task and their defaults (``envpool/core/env_spec.h``)."""
@@ -95,9 +96,9 @@ class EnvPool:
         num_envs = envs.num_envs
         self.config: dict[str, Any] = {**settings, "num_envs": num_envs, "batch_size": envs.batch_size}
         self.reward_threshold = reward_threshold
-        seed = settings["seed"]
-        first = integer(seed)
-        self._seed = first if first is not None else list(seed)  # (one per env: shoal checks it at the first reset)
+        seed, env_seed = _seeds(settings["seed"], settings["env_seed"], num_envs)
+        self.config.update(seed=seed, env_seed=env_seed)
+        self._seed = env_seed or seed
         self._book = book
         self._format = FORMATS[env_type](self, book.observation_space, book.action_space, settings)
         self.config["gym_reset_return_info"] = self._format.return_info  # (as EnvPool fills it in)
@@ -255,6 +256,22 @@ class GymnasiumEnvPool(EnvPool, gymnasium.vector.VectorEnv, gymnasium.Env):  # t
     """A pool that hands out Gymnasium's API: a Gymnasium ``VectorEnv`` and ``Env``, as EnvPool 1.2's pools are."""
 
     metadata = {"render_modes": ["rgb_array"], "autoreset_mode": AutoresetMode.NEXT_STEP}
+
+
+def _seeds(seed: Any, env_seed: Any, num_envs: int) -> tuple[Any, list[int]]:
+    """EnvPool's ``seed`` and ``env_seed`` (one seed per env; else env ``i`` starts from ``seed + i``), as EnvPool 1.2.5
+    keeps them: a list or array as ``seed`` is ``env_seed``, and ``seed`` is then 0."""
+    if integer(seed) is None and isinstance(seed, (list, tuple, np.ndarray)):
+        if len(env_seed):
+            raise ConfigError("pass either seed as an int or a list of seeds, or env_seed, not both")
+        seed, env_seed = 0, seed
+    listed = isinstance(env_seed, (list, tuple, np.ndarray)) and np.ndim(env_seed) == 1
+    if not listed or len(env_seed) not in (0, num_envs):
+        raise ConfigError(f"env_seed (or a list as seed) needs one seed per env ({num_envs}), got {env_seed!r}")
+    seeds = [integer(s) for s in env_seed]
+    if None in seeds:
+        raise ConfigError(f"env_seed: expected integers, got {env_seed!r}")
+    return seed, cast(list[int], seeds)
 
 
 @functools.cache

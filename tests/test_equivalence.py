@@ -125,6 +125,24 @@ def test_wrappers_equal_gymnasium_make_vecs(backend, mode):
             assert_same(g, e, f"call {t}")
 
 
+@pytest.mark.parametrize("backend,mode", [("serial", "sync"), ("multiprocessing", "async")])
+def test_spec_is_gymnasium_make_vecs_and_makes_the_same_envs(backend, mode):
+    # as gymnasium.make_vec sets it, in the mode of Gymnasium's class that steps the same per-env envs: code reads
+    # envs.spec.id, and gymnasium.make_vec(envs.spec) makes a vector env of the same envs
+    kwargs = dict(sutton_barto_reward=True, wrappers=WRAPPERS[:2])
+    with shoal.make("CartPole-v1", 3, backend=backend, **kwargs) as envs, \
+            closing(gym.make_vec("CartPole-v1", 3, vectorization_mode=mode, **kwargs)) as ref:
+        assert envs.spec == ref.spec and envs.spec.id == "CartPole-v1"
+        with closing(gym.make_vec(envs.spec)) as remade:
+            acts = np.random.default_rng(2).integers(0, 2, size=(40, 3))
+            for g, e in zip(rollout(envs, lambda t: acts[t], 40, 7), rollout(remade, lambda t: acts[t], 40, 7)):
+                assert_same(g, e)
+    with shoal.make(gym.spec("CartPole-v1"), 2, backend="serial") as envs:  # an EnvSpec is an id too
+        assert envs.spec.kwargs == {"num_envs": 2, "vectorization_mode": "sync"}
+    with shoal.make(lambda: gym.make("CartPole-v1"), 2, backend="serial") as envs:  # no id: no spec, as Gymnasium's
+        assert envs.spec is None
+
+
 @pytest.mark.parametrize(
     "wrappers,match",
     [

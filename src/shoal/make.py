@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import functools
 from typing import Any, Callable, Sequence
 
@@ -190,7 +191,30 @@ def make(
         cls, kwargs = native
         return build_batch(cls, {**kwargs, **env_kwargs}, num_envs, **options)
     env_fns = wrapped(env_fns_of(env, num_envs, env_kwargs), wrappers)
-    return build(env_fns, "shoal.make", observation_mode=observation_mode, **options)
+    envs = build(env_fns, "shoal.make", observation_mode=observation_mode, **options)
+    if isinstance(env, (str, EnvSpec)):
+        try:
+            mode = "sync" if backend == "serial" else "async"
+            envs.spec = vector_spec(env, envs.num_envs, env_kwargs, mode, wrappers)
+        except BaseException:
+            envs.close()
+            raise
+    return envs
+
+
+def vector_spec(env: str | EnvSpec, num_envs: int, env_kwargs: dict[str, Any], mode: str, wrappers: Any) -> EnvSpec:
+    """The ``spec`` of a vector env made from a Gymnasium id, as ``gymnasium.make_vec`` sets it: the id's, with
+    ``env_kwargs``, ``num_envs``, ``wrappers`` and the ``vectorization_mode`` of Gymnasium's that steps the same envs
+    (``mode``) in its kwargs, so that ``gymnasium.make_vec(envs.spec)`` makes its like. The id is registered by now:
+    the env probed in this process made it."""
+    spec = copy.deepcopy(env if isinstance(env, EnvSpec) else gymnasium.spec(env))
+    spec.kwargs = {**spec.kwargs, **env_kwargs}
+    if num_envs != 1:
+        spec.kwargs["num_envs"] = num_envs
+    spec.kwargs["vectorization_mode"] = mode
+    if wrappers:
+        spec.kwargs["wrappers"] = list(wrappers)
+    return spec
 
 
 def build_batch(cls: type[BatchEnv], kwargs: dict[str, Any], num_envs: int | None, **options: Any) -> VectorEnv:

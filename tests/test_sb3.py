@@ -424,6 +424,23 @@ def test_multiagent_rows_train_with_sb3():
     envs.close()
 
 
+def test_a_padding_rows_terminal_observation_has_the_observation_spaces_form():
+    from fakes.multiagent import DictJoinLeave
+
+    with shoal.make(DictJoinLeave, 2, autoreset_mode="same_step", backend="serial") as rows:
+        envs = shoal.sb3.VecEnv(rows)
+        envs.reset()
+        for t in range(3):
+            obs, _, dones, infos = envs.step(np.ones(6, np.int64))
+        # step 3: agent b (rows 1 and 4) is gone: its padding row (zeros) as a Dict of a Box and a Tuple, as rows are
+        np.testing.assert_array_equal(dones, [False, True, False] * 2)
+        for row in (1, 4):
+            final = infos[row]["terminal_observation"]
+            assert envs.observation_space.contains(final) and set(final) == {"obs", "pair"}
+            assert_same(final, {"obs": np.zeros(3, np.int64), "pair": (np.int64(0), np.int64(0))})
+        assert "terminal_observation" not in infos[0]
+
+
 REAL = [env_id for env_id in test_registry.ONE_PER_CLASS if not env_id.startswith(("MiniGrid-", "BabyAI-"))]
 """One id per env class of Gymnasium's and shoal's registries (MiniGrid's missions are strings, which SB3 refuses)."""
 

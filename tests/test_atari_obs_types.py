@@ -142,6 +142,26 @@ def test_render_equals_gymnasium(backend):
         envs.render()
 
 
+def test_record_episodes_refuses_what_it_cannot_record(tmp_path):
+    import shoal.video
+
+    with shoal.AtariVectorEnv(games=["pong"] * 2, backend="serial") as plain:
+        with pytest.raises(ConfigError, match=r"needs a vector env made with render_mode='rgb_array'"):
+            shoal.video.RecordEpisodes(plain, tmp_path)
+    with shoal.AtariVectorEnv(games=["pong"] * 2, render_mode="rgb_array", autoreset_mode="same_step",
+                              backend="serial") as same_step:
+        with pytest.raises(ConfigError, match=r"follows next-step autoreset"):
+            shoal.video.RecordEpisodes(same_step, tmp_path)
+    with shoal.AtariVectorEnv(games=["pong"] * 2, render_mode="rgb_array", backend="serial") as envs:
+        for kwargs, match in [({"format": "avi"}, r"format must be 'mp4' or 'gif', got 'avi'"),
+                              ({"every": 0}, r"every must be a positive integer, got 0"),
+                              ({"env_ids": [0, 2]}, r"env_ids must name envs in \[0, 2\), got \[0, 2\]"),
+                              ({"env_ids": []}, r"env_ids must name envs in \[0, 2\), got \[\]")]:
+            with pytest.raises(ConfigError, match=match):
+                shoal.video.RecordEpisodes(envs, tmp_path, **kwargs)
+    assert not (tmp_path / "videos").exists() and not any(tmp_path.iterdir())  # nothing written
+
+
 @pytest.mark.parametrize("format", ["mp4", "gif"])
 def test_videos_of_chosen_envs_one_file_per_episode(tmp_path, format):
     iio = pytest.importorskip("imageio.v3")

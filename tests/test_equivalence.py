@@ -8,7 +8,7 @@ import pickle
 import subprocess
 import sys
 import textwrap
-from contextlib import closing
+from contextlib import closing, nullcontext
 
 import gymnasium as gym
 import numpy as np
@@ -139,6 +139,12 @@ def test_spec_is_gymnasium_make_vecs_and_makes_the_same_envs(backend, mode):
                 assert_same(g, e)
     with shoal.make(gym.spec("CartPole-v1"), 2, backend="serial") as envs:  # an EnvSpec is an id too
         assert envs.spec.kwargs == {"num_envs": 2, "vectorization_mode": "sync"}
+    # Gymnasium's "module:id" form, and an id without its version (Gymnasium's latest, with Gymnasium's warning)
+    for env_id, warned in (("gymnasium.envs.classic_control:CartPole-v1", None), ("CartPole", "Using the latest")):
+        with pytest.warns(UserWarning, match=warned) if warned else nullcontext():
+            with shoal.make(env_id, 2, backend="serial") as envs, \
+                    closing(gym.make_vec(env_id, 2, vectorization_mode="sync")) as ref:
+                assert envs.spec == ref.spec and envs.spec.id == "CartPole-v1"
     with shoal.make(lambda: gym.make("CartPole-v1"), 2, backend="serial") as envs:  # no id: no spec, as Gymnasium's
         assert envs.spec is None
 

@@ -8,7 +8,7 @@ from typing import Any, Callable, Sequence
 
 import gymnasium
 from gymnasium import Env, Space
-from gymnasium.envs.registration import EnvSpec
+from gymnasium.envs.registration import EnvSpec, find_highest_version, get_env_id, parse_env_id
 from gymnasium.vector import AutoresetMode, VectorEnv as GymVectorEnv
 from gymnasium.vector.utils import batch_differing_spaces
 
@@ -205,9 +205,8 @@ def make(
 def vector_spec(env: str | EnvSpec, num_envs: int, env_kwargs: dict[str, Any], mode: str, wrappers: Any) -> EnvSpec:
     """The ``spec`` of a vector env made from a Gymnasium id, as ``gymnasium.make_vec`` sets it: the id's, with
     ``env_kwargs``, ``num_envs``, ``wrappers`` and the ``vectorization_mode`` of Gymnasium's that steps the same envs
-    (``mode``) in its kwargs, so that ``gymnasium.make_vec(envs.spec)`` makes its like. The id is registered by now:
-    the env probed in this process made it."""
-    spec = copy.deepcopy(env if isinstance(env, EnvSpec) else gymnasium.spec(env))
+    (``mode``) in its kwargs, so that ``gymnasium.make_vec(envs.spec)`` makes its like."""
+    spec = copy.deepcopy(env if isinstance(env, EnvSpec) else _registered(env))
     spec.kwargs = {**spec.kwargs, **env_kwargs}
     if num_envs != 1:
         spec.kwargs["num_envs"] = num_envs
@@ -215,6 +214,15 @@ def vector_spec(env: str | EnvSpec, num_envs: int, env_kwargs: dict[str, Any], m
     if wrappers:
         spec.kwargs["wrappers"] = list(wrappers)
     return spec
+
+
+def _registered(env_id: str) -> EnvSpec:
+    """The spec ``gymnasium.make(env_id)`` made its env of: a ``module:`` prefix dropped (that module is imported by
+    now: the env probed in this process was made), and an id without a version its latest version's."""
+    ns, name, version = parse_env_id(env_id.split(":", 1)[-1])
+    if version is None:
+        version = find_highest_version(ns, name)
+    return gymnasium.spec(get_env_id(ns, name, version))
 
 
 def build_batch(cls: type[BatchEnv], kwargs: dict[str, Any], num_envs: int | None, **options: Any) -> VectorEnv:

@@ -38,6 +38,11 @@ def assert_same(a, b, path="value"):
         np.testing.assert_array_equal(a_arr, b_arr, err_msg=path)
 
 
+def generator_states(envs):
+    """The state of each env's ``np_random`` (generators compare by identity; from workers they are copies)."""
+    return [rng.bit_generator.state for rng in envs.np_random]
+
+
 @contextlib.contextmanager
 def beside_gymnasium(fns, mode, **config):
     """``(shoal's vector env of fns with config, Gymnasium's SyncVectorEnv of the same fns)``, both with autoreset

@@ -13,7 +13,7 @@ from gymnasium import spaces
 import shoal
 from shoal.errors import ActionError, ConfigError, StateError, UnknownGameError
 
-from helpers import assert_same, rollout
+from helpers import assert_same, generator_states, rollout
 
 MIXED = ["pong", "breakout", "space_invaders", "ms_pacman"]
 
@@ -308,9 +308,6 @@ def test_restore_state_replays_exactly_and_states_pickle(games):
 def test_np_random_is_each_envs_own_as_on_gymnasiums_atari_envs(config):
     # per env, as a Gymnasium SyncVectorEnv of AtariEnvs has them: seeded alike at a reset, drawn from alike by random
     # frameskips (compared by state; from workers they are copies); np_random_seed is the last seeded reset's seed
-    def states(envs):
-        return [rng.bit_generator.state for rng in envs.np_random]
-
     gymnasium.register_envs(ale_py)
     settings = dict(frameskip=(2, 5), repeat_action_probability=0.0)
     ref = gymnasium.vector.SyncVectorEnv([lambda: gymnasium.make("ALE/Pong-v5", **settings)] * 2)
@@ -319,13 +316,13 @@ def test_np_random_is_each_envs_own_as_on_gymnasiums_atari_envs(config):
             envs.np_random
         for e in (envs, ref):
             e.reset(seed=5)
-        assert envs.np_random_seed == ref.np_random_seed == (5, 6) and states(envs) == states(ref)
+        assert envs.np_random_seed == ref.np_random_seed == (5, 6) and generator_states(envs) == generator_states(ref)
         for _ in range(7):
             for e in (envs, ref):
                 e.step(np.zeros(2, np.int64))
         for e in (envs, ref):
             e.reset()
-        assert envs.np_random_seed == ref.np_random_seed and states(envs) == states(ref)
+        assert envs.np_random_seed == ref.np_random_seed and generator_states(envs) == generator_states(ref)
         with pytest.raises(AttributeError, match=r"no attribute 'lives' \(np_random and np_random_seed only\)"):
             envs.get_attr("lives")
 

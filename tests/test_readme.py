@@ -1,6 +1,6 @@
 """The README's examples run as written, and leave what their comments say: its first one (Use), the adapters'
 (SB3, EnvPool, SuperSuit), Atari's two, PyTorch's and PettingZoo's; a training budget is cut where there is one. (Its
-other complete examples run beside what they show: test_batch, test_hosted, test_pufferlib.)"""
+other complete examples run beside what they show: test_batch, test_hosted, test_pufferlib_api.)"""
 
 from __future__ import annotations
 

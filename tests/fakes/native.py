@@ -1,5 +1,6 @@
 """Native PufferLib envs (``pufferlib.PufferEnv``: they step all their agents in one call, in buffers PufferLib gives
-them). Only tests/test_pufferlib.py imports this module: it needs pufferlib-core."""
+them). Only the PufferLib tests (tests/pufferlib_reference.py and test_pufferlib*.py) import this module: it
+needs pufferlib-core."""
 
 from __future__ import annotations
 

@@ -98,7 +98,8 @@ def make(
     fns = [functools.partial(host, creators[i], args[i], kw[i], _made_seed(name, i, per_worker), i, like)
            for i in range(num_envs)]
     first_ready = batch_size < num_envs and not kwargs.get("sync_traj", True) and not kwargs.get("zero_copy", True)
-    return PufferVecEnv(fns, _BACKENDS[name], driver_env, host, batch_size, per_worker, num_workers, first_ready)
+    return PufferVecEnv(fns, _BACKENDS[name], driver_env, host, batch_size, per_worker, num_workers, first_ready,
+                        kwargs.get("zero_copy", True), kwargs.get("sync_traj", True))
 
 
 def _is_count(value: Any) -> bool:

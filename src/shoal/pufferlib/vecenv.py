@@ -13,7 +13,7 @@ from shoal.pufferlib.hosting import BUFFERS, Agents, Hosted, Native, logs
 from shoal.vector.cpus import usable_cores
 from shoal.vector.infos import by_env, each, owned
 
-_RESET, _SEND, _RECV = "reset", "send", "recv"
+_RESET, _SEND, _RECV = pufferlib.vector.RESET, pufferlib.vector.SEND, pufferlib.vector.RECV  # ``flag``'s values
 
 
 def _reset_seeds(backend: str, seed: int | None, n: int, per_worker: int) -> list[int | None] | None:
@@ -34,10 +34,16 @@ _BACKEND_DEFAULT: Any = object()  # async_reset() without a seed
 class PufferVecEnv:
     """What :func:`make` returns: PufferLib's vector env (``reset``, ``step``, ``async_reset``, ``send``, ``recv``,
     ``close`` and its attributes) over one shoal vector env per block of ``batch_size`` envs, taken in turn, or one
-    shoal vector env returning the first ``batch_size`` envs to finish (``first_ready``)."""
+    shoal vector env returning the first ``batch_size`` envs to finish (``first_ready``).
+
+    The attributes are those of PufferLib's class for the backend, with its values (its workers' layout in
+    ``agent_ids``, ``workers_per_batch`` and ``atn_batch_shape``: ``envs_per_worker`` envs each), but for
+    ``num_workers``, the processes shoal started. PufferLib's shared arrays, pipes, processes and Ray actors
+    (``buf``, ``actions``, ``shm``, ``processes``, ``send_pipes``, ``envs``, ...) have no counterpart."""
 
     def __init__(self, fns: Sequence[Callable[[], Any]], backend: str, driver_env: Any, host: type[Hosted],
-                 batch_size: int, per_worker: int, num_workers: int | None, first_ready: bool) -> None:
+                 batch_size: int, per_worker: int, num_workers: int | None, first_ready: bool,
+                 zero_copy: bool = True, sync_traj: bool = True) -> None:
         from shoal.make import make as shoal_make
 
         n, k = len(fns), driver_env.num_agents
@@ -46,6 +52,12 @@ class PufferVecEnv:
         self.num_agents = n * k
         self.agents_per_batch = batch_size * k
         self.envs_per_worker = per_worker
+        self.workers_per_batch = batch_size // per_worker
+        if backend == "multiprocessing":
+            self.num_environments = n
+            self.zero_copy, self.sync_traj = zero_copy, sync_traj
+        else:
+            self.env_pool = batch_size != n
         self._rows = host.rows if issubclass(host, Agents) else ()  # an env's rows, where it has several
         self._agents = k if self._rows else 0
         self._native = host is Native
@@ -56,12 +68,16 @@ class PufferVecEnv:
             driver_env, "single_transport_action_space", self.single_action_space)
         self.action_space = pufferlib.spaces.joint_space(transport, batch_size * k)
         self.observation_space = pufferlib.spaces.joint_space(self.single_observation_space, batch_size * k)
-        self.agent_ids = np.arange(n * k)
+        self.obs_batch_shape = (batch_size * k, *self.single_observation_space.shape)
+        self.atn_shape = tuple(self.single_action_space.shape)
+        self.atn_batch_shape = (self.workers_per_batch, per_worker * k, *self.atn_shape)
+        self._ids = np.arange(n * k)
+        self.agent_ids = self._ids.reshape(n // per_worker, per_worker * k)  # a row per PufferLib worker
         self._batch = batch_size
         self._action_shape = (batch_size, *((k, *transport.shape) if self._agents else transport.shape))
         self._action_size = int(np.prod(self._action_shape))
         self.initialized = False
-        self._flag = _RESET
+        self.flag = _RESET
         self._masks = np.ones(batch_size * k, np.bool_)
         self._teacher: np.ndarray | None = None
         if "teacher_actions" in BUFFERS:  # zeros, as PufferLib's are unless a native env writes them
@@ -125,10 +141,10 @@ class PufferVecEnv:
             envs.reset_async(seed=None if seeds is None else seeds[b * size:(b + 1) * size])
             self._in_flight[b] = "reset"
         self._turn = 0
-        self._flag = _RECV
+        self.flag = _RECV
 
     def send(self, actions: Any) -> None:
-        if self._flag != _SEND:
+        if self.flag != _SEND:
             raise APIUsageError("Call (async) reset + recv before sending")
         actions = np.asarray(actions)
         if not self.initialized:
@@ -149,11 +165,11 @@ class PufferVecEnv:
         self._envs[b].send(actions.reshape(shape))
         self._in_flight[b] = "step"
         self._turn = (b + 1) % len(self._envs)
-        self._flag = _RECV
+        self.flag = _RECV
 
     def recv(self) -> tuple:
         """The next batch: ``(obs, rewards, terminals, truncations[, teacher_actions], infos, env_ids, masks)``."""
-        if self._flag != _RECV:
+        if self.flag != _RECV:
             raise APIUsageError("Call reset before stepping")
         b, n = self._turn, self._batch
         envs = self._envs[b]
@@ -178,14 +194,14 @@ class PufferVecEnv:
         self._in_flight[b] = None
         rows, k, masks, teacher = self.agents_per_batch, self._agents, self._masks, self._teacher
         if parts.ids is None:  # block b
-            env_ids = self.agent_ids[b * rows:(b + 1) * rows]
+            env_ids = self._ids[b * rows:(b + 1) * rows]
         else:  # the first envs to finish: their rows
             env_ids = (parts.ids[:, None] * k + np.arange(k)).ravel() if k else parts.ids.copy()
         if k:  # each env's agents' rows, as its PufferLib env wrote them
             leaves = {key: obs[key].reshape(rows, *obs[key].shape[2:]) for key in self._rows}
             obs, rewards, terminals, truncations, masks = (leaves[key] for key in Agents.rows)
             teacher = leaves.get("teacher_actions", teacher)  # (a native env's)
-        self._flag = _SEND
+        self.flag = _SEND
         head = (obs, rewards, terminals, truncations) + (() if teacher is None else (teacher,))
         return head + (infos, env_ids, masks)
 

@@ -173,3 +173,30 @@ def test_bad_arguments_are_gymnasium_errors_as_in_ale_py():
     with shoal.ale_py.AtariVectorEnv("breakout", 1, backend="serial") as envs:
         with pytest.raises(NotImplementedError, match="xla"):
             envs.xla()
+
+
+@pytest.mark.parametrize("settings", [
+    dict(),
+    dict(continuous=True, continuous_action_threshold=0.3),
+    dict(num_envs=4, batch_size=2, grayscale=False, stack_num=2, autoreset_mode="SameStep", img_height=64),
+], ids=["defaults", "continuous", "rgb-batches"])
+def test_public_attributes_are_ale_pys(settings):
+    """Every public attribute of ale-py's pool but its C++ handle ``ale``, with its value (the generators:
+    test_np_random_...; ``metadata``: ale-py's keys with its values, beside shoal's)."""
+    kwargs = dict(dict(game="breakout", num_envs=2), **settings)
+    with contextlib.closing(AlePool(**kwargs)) as theirs, shoal.ale_py.AtariVectorEnv(**kwargs) as mine:
+        wanted = {name for name in dir(theirs) if not name.startswith("_")} - {"ale"}
+        assert not wanted - set(dir(mine))
+        for name in sorted(wanted - {"np_random", "np_random_seed", "metadata", "unwrapped"}):
+            got, want = getattr(mine, name), getattr(theirs, name)
+            if callable(want):
+                assert callable(got), name
+            elif isinstance(want, np.ndarray):
+                np.testing.assert_array_equal(got, want, err_msg=name)
+                assert got.dtype == want.dtype, name
+            else:
+                assert got == want and type(got) is type(want), name
+        assert {key: mine.metadata[key] for key in theirs.metadata} == theirs.metadata
+        assert mine.unwrapped is mine
+        with pytest.raises(AttributeError):
+            mine.continuous = not mine.continuous  # the settings the envs were made with

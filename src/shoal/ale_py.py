@@ -21,7 +21,9 @@ conventions where the two differ; this class follows ale-py's:
 What stays shoal's: partial resets in asynchronous mode (of the batch held), action sequences (their discounted
 returns stay float64), the backends, and how many no-ops a reset runs (drawn as Gymnasium's ``AtariPreprocessing`` draws
 them; ale-py's pool draws from its own generator, so with ``noop_max > 0`` episodes start apart). ale-py's C++ handle
-``envs.ale`` and ``xla()`` are not provided.
+``envs.ale`` and ``xla()`` are not provided (``is_xla_registered`` stays False); its other attributes are
+(``continuous``, ``continuous_action_threshold``, ``grayscale``, ``map_action_idx``, ``batch_size``, ...), read-only
+where they are the settings the envs were made with.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from shoal.atari.engine import joystick_table
 from shoal.atari.env import AtariVectorEnv as _ShoalAtari
 from shoal.errors import NotResetError, ResetArgumentError, ResetArgumentTypeError
 from shoal.vector.checks import integer
@@ -48,6 +51,7 @@ class AtariVectorEnv(_ShoalAtari):
     # ale-py's pool has Gymnasium's one vector-level generator (its resets leave it alone), not a tuple of the envs'
     np_random = gym.vector.VectorEnv.np_random  # type: ignore[assignment]  # (its type, not a tuple)
     np_random_seed = gym.vector.VectorEnv.np_random_seed  # type: ignore[assignment]
+    is_xla_registered = False  # (xla() is not provided)
 
     def __init__(
         self, game: str | None = None, num_envs: int | None = None, *, max_num_frames_per_episode: int = 108000,
@@ -60,6 +64,19 @@ class AtariVectorEnv(_ShoalAtari):
         if integer(limit) is not None and limit > 0:
             limit = int(limit) + 1
         super().__init__(game=game, num_envs=num_envs, max_num_frames_per_episode=limit, **kwargs)
+        self.map_action_idx = joystick_table()  # (ale-py's attribute; the workers map continuous actions)
+
+    @property
+    def continuous(self) -> bool:
+        return self.config.continuous
+
+    @property
+    def continuous_action_threshold(self) -> float:
+        return self.config.continuous_action_threshold
+
+    @property
+    def grayscale(self) -> bool:
+        return self.config.grayscale
 
     def reset_async(self, seed: Any = None, options: dict[str, Any] | None = None) -> None:
         mask = (options or {}).get("reset_mask")

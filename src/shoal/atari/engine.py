@@ -143,7 +143,7 @@ class AtariEngine(Engine):
         self._episode_frame_out, self._raw_out = extras["episode_frame_number"], extras["raw_reward"]
         self._game_over_out = extras["game_over"]
         if config.continuous:
-            self._joystick = _joystick_table()
+            self._joystick = joystick_table()
 
     @staticmethod
     def _pin(offset: int) -> None:
@@ -456,11 +456,12 @@ class AtariEngine(Engine):
         self._write_info(local, 0.0)
 
 
-def _joystick_table() -> np.ndarray:
-    """ALE action id for (horizontal, vertical, fire) with -1/0/1 components offset by one, as ale-py maps them."""
+def joystick_table() -> np.ndarray:
+    """ALE action id for (horizontal, vertical, fire) with -1/0/1 components offset by one, as ale-py maps them
+    (its pool's ``map_action_idx``)."""
     from ale_py.env import AtariEnv
 
-    table = np.zeros((3, 3, 2), np.int64)
+    table = np.zeros((3, 3, 2), np.int32)
     for h in (-1, 0, 1):
         for v in (-1, 0, 1):
             for f in (0, 1):

@@ -246,6 +246,21 @@ def test_per_env_seeds_are_envpools():
             ours.make("CartPole-v1", num_envs=3, backend="serial", **kwargs)
 
 
+def test_negative_seeds_are_taken_as_envpool_takes_them():
+    # EnvPool takes int32 seeds, negative ones too (its C++ generators are unsigned); shoal's envs take seeds >= 0
+    for kwargs in ({"seed": -1}, {"env_seed": [-3, -1]}):
+        theirs, mine = make_both("Pong-v5", num_envs=2, **kwargs)
+        with mine:
+            assert (mine.config["seed"], mine.config["env_seed"]) == (theirs.config["seed"], theirs.config["env_seed"])
+        theirs.close()
+    for kwargs, same in (({"seed": -1}, [2**32 - 1, 0]), ({"env_seed": [-3, -1]}, [2**32 - 3, 2**32 - 1])):
+        with ours.make("Pong-v5", num_envs=2, backend="serial", **kwargs) as a, \
+                ours.make("Pong-v5", num_envs=2, backend="serial", env_seed=same) as b:
+            np.testing.assert_array_equal(a.reset()[0], b.reset()[0])
+            for _ in range(60):
+                np.testing.assert_array_equal(a.step(np.full(2, 2, np.int32))[0], b.step(np.full(2, 2, np.int32))[0])
+
+
 def test_gym_api_is_the_installed_gyms():
     gym = pytest.importorskip("gym")
     pool = ours.make("Pong-v5", env_type="gym", num_envs=2, backend="serial")

@@ -98,7 +98,7 @@ class EnvPool:
         self.reward_threshold = reward_threshold
         seed, env_seed = _seeds(settings["seed"], settings["env_seed"], num_envs)
         self.config.update(seed=seed, env_seed=env_seed)
-        self._seed = env_seed or seed
+        self._seed = _first_seeds(seed, env_seed, num_envs)
         self._book = book
         self._format = FORMATS[env_type](self, book.observation_space, book.action_space, settings)
         self.config["gym_reset_return_info"] = self._format.return_info  # (as EnvPool fills it in)
@@ -256,6 +256,16 @@ class GymnasiumEnvPool(EnvPool, gymnasium.vector.VectorEnv, gymnasium.Env):  # t
     """A pool that hands out Gymnasium's API: a Gymnasium ``VectorEnv`` and ``Env``, as EnvPool 1.2's pools are."""
 
     metadata = {"render_modes": ["rgb_array"], "autoreset_mode": AutoresetMode.NEXT_STEP}
+
+
+def _first_seeds(seed: Any, env_seed: list[int], num_envs: int) -> Any:
+    """Each env's seed for the first reset: ``env_seed``'s, or ``seed + i``, modulo 2**32. EnvPool takes int32 seeds
+    (negative ones too) and seeds its envs' unsigned 32-bit generators with them; shoal's envs take seeds >= 0. (A
+    seed that is no integer goes on as it came, for the reset's check to name it.)"""
+    if env_seed:
+        return [s % 2**32 for s in env_seed]
+    number = integer(seed)
+    return seed if number is None else [(number + i) % 2**32 for i in range(num_envs)]
 
 
 def _seeds(seed: Any, env_seed: Any, num_envs: int) -> tuple[Any, list[int]]:

@@ -261,6 +261,44 @@ def test_negative_seeds_are_taken_as_envpool_takes_them():
                 np.testing.assert_array_equal(a.step(np.full(2, 2, np.int32))[0], b.step(np.full(2, 2, np.int32))[0])
 
 
+@pytest.mark.parametrize("task", ["Pong-v5", "CartPole-v1"])
+def test_render_is_envpools(task):
+    """The frames of the envs asked for (env 0's by default) in EnvPool's shape and dtype: an Atari env's screen, as
+    on EnvPool its observation at full size, in colour, one frame a step; Gymnasium's env's frame for the seed. An id
+    out of range (EnvPool's render crashes the process) and a pool made without render_mode are refused."""
+    screen = dict(img_height=210, img_width=160, gray_scale=False, stack_num=1, frame_skip=1) if "v5" in task else {}
+    pools = make_both(task, num_envs=3, render_mode="rgb_array", **screen)
+    steps = 20 if screen else 5  # (CartPole pushed right falls within 8 steps)
+    try:
+        for pool in pools:
+            obs, _ = pool.reset()
+            for _ in range(steps):
+                obs = pool.step(np.ones(3, np.int32))[0]
+            if screen:  # (the observation of a step: its last frame)
+                np.testing.assert_array_equal(pool.render([2, 0]), obs[[2, 0]].transpose(0, 2, 3, 1))
+        for ids in (None, [2, 1], np.array([0], np.int32)):
+            got, want = (pool.render(*([] if ids is None else [ids])) for pool in reversed(pools))
+            assert (got.dtype, got.shape) == (want.dtype, want.shape)
+        if not screen:
+            for i, frame in zip([2, 1], pools[1].render([2, 1])):
+                env = gymnasium.make(task, render_mode="rgb_array")
+                env.reset(seed=42 + i)  # (EnvPool's default seed, env i's)
+                for _ in range(steps):
+                    env.step(1)
+                np.testing.assert_array_equal(frame, env.render())
+                env.close()
+        with pytest.raises(ConfigError, match=r"env_id must be env indices in \[0, 3\), got \[3\]"):
+            pools[1].render([3])
+    finally:
+        for pool in pools:
+            pool.close()
+    for pool, error in zip(make_both(task, num_envs=2), (RuntimeError, ConfigError)):
+        pool.reset()
+        with pytest.raises(error, match="render_mode must be set to 'rgb_array'"):
+            pool.render()
+        pool.close()
+
+
 def test_gym_api_is_the_installed_gyms():
     gym = pytest.importorskip("gym")
     pool = ours.make("Pong-v5", env_type="gym", num_envs=2, backend="serial")

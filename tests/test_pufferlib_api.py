@@ -68,6 +68,15 @@ def test_usage_errors_are_pufferlibs():
             make(**kwargs)
     with pytest.raises(pufferlib.APIUsageError, match="env_creators must be a list of length num_envs"):
         shoal.pufferlib.make([functools.partial(creator, "cartpole")] * 3, backend="Multiprocessing", num_envs=4)
+    cartpole = functools.partial(creator, "cartpole")
+    for creators, args, kwargs, match in [
+        ([cartpole, 5], [[], []], [{}, {}], "env_creators must be a list of callables"),
+        ([cartpole] * 2, [[], 5], [{}, {}], "env_args must be a list of lists or tuples"),
+        ([cartpole] * 2, [[], []], [{}, []], "env_kwargs must be a list of dictionaries"),
+    ]:
+        for make_ in (pufferlib.vector.make, shoal.pufferlib.make):  # (PufferLib's checks come first: nothing starts)
+            with pytest.raises(pufferlib.APIUsageError, match=match):
+                make_(creators, args, kwargs, backend="Multiprocessing", num_envs=2)
     vecenv = make(backend="Multiprocessing", num_envs=4, num_workers=2)
     try:
         with pytest.raises(pufferlib.APIUsageError, match="Call reset before stepping"):
@@ -141,6 +150,8 @@ def _public(obj) -> dict:
 @pytest.mark.parametrize("name, kwargs", [
     pytest.param("cartpole", dict(backend="Multiprocessing", num_envs=8, num_workers=4, batch_size=4,
                                   sync_traj=False), id="mp-2-blocks"),
+    pytest.param("cartpole", dict(backend="Multiprocessing", num_envs=4, num_workers="auto", batch_size="auto"),
+                 id="mp-auto"),
     pytest.param("spread", dict(backend="Multiprocessing", num_envs=4, num_workers=2), id="mp-3-agents"),
     pytest.param("native", dict(backend="Multiprocessing", num_envs=2, num_workers=2), id="mp-native"),
     pytest.param("spaces", dict(backend="Ray", num_envs=4, num_workers=2, batch_size=2), id="ray",

@@ -172,8 +172,7 @@ class GymnasiumBook:
 
     def render(self, envs: VectorEnv, ids: list[int]) -> np.ndarray:
         """The frames the envs render (``render_mode="rgb_array"``)."""
-        frames = envs.call("render")
-        return np.stack([frames[i] for i in ids])
+        return np.stack(envs.call_envs(ids, "render"))  # (those envs only)
 
     def dm_fields(self, specs: Any) -> dict[str, Any]:
         """The env's numeric infos (as Gymnasium's env names them)."""

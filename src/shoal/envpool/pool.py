@@ -197,6 +197,9 @@ class EnvPool:
 
     def render(self, env_ids: Any = None) -> np.ndarray:
         """The frames of envs ``env_ids`` (env 0 if None), stacked; needs ``render_mode="rgb_array"``."""
+        if self.render_mode != "rgb_array":  # (EnvPool's words; its "human" window is not provided)
+            raise ConfigError(
+                f"render_mode must be set to 'rgb_array' when creating this env (got {self.render_mode!r})")
         ids = [0] if env_ids is None else checked_ids(env_ids, self.num_envs).tolist()
         return self._book.render(self.envs, ids)
 

@@ -174,6 +174,30 @@ def test_gymnasium_task_partial_reset_and_gym_api():
         pool.close()
 
 
+def test_reset_masks_are_taken_and_refused_as_envpool_does():
+    """Gymnasium's ``options={"reset_mask": ...}`` on EnvPool's reset: the rows of the envs it sets (integer flags
+    too), no mask where it is None; a mask of another length, one that sets none, or another option is refused (a
+    mask of two envs for three reset the first alone)."""
+    theirs, mine = make_both("CartPole-v1", num_envs=3)
+    try:
+        for pool in (theirs, mine):
+            pool.reset()
+        for mask in (np.array([False, True, True]), [1, 0, 1], None):
+            got, want = (pool.reset(options={"reset_mask": mask})[1]["env_id"] for pool in (mine, theirs))
+            np.testing.assert_array_equal(got, want)
+        for options, match in [({"reset_mask": [True, False]}, "shape"),
+                               ({"reset_mask": np.zeros(3, bool)}, "(at least|with a) (one environment|True)"),
+                               ({"reset_mask": np.ones(3, bool), "seed": 3}, "Unsupported Gymnasium reset options")]:
+            for pool in (theirs, mine):
+                with pytest.raises(ValueError, match=match):
+                    pool.reset(options=options)
+        with pytest.raises(ConfigError, match=r"either env_id or options\['reset_mask'\]"):
+            mine.reset(np.array([0]), options={"reset_mask": np.ones(3, bool)})
+    finally:
+        theirs.close()
+        mine.close()
+
+
 @pytest.mark.parametrize("task, action", [("Pendulum-v1", np.zeros((2, 1), np.float32)),
                                           ("MountainCar-v0", np.ones(2, np.int32))])
 def test_gymnasium_task_dm_timesteps_like_envpool(task, action):

@@ -17,7 +17,7 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 
 from shoal.envpool.formats import FORMATS, Batch, old_gym_api
-from shoal.errors import ConfigError, ShoalError
+from shoal.errors import ConfigError, ResetArgumentError, ShoalError
 from shoal.vector.base import VectorEnv
 from shoal.vector.checks import integer
 
@@ -133,11 +133,11 @@ class EnvPool:
         if kwargs.get("seed") is not None:
             warnings.warn("EnvPool seeds are fixed when the pool is made: reset(seed=...) is ignored; pass seed to "
                           "make", stacklevel=2)
-        options = kwargs.get("options") or {}
-        if "reset_mask" in options:
+        masked = _masked_ids(kwargs.get("options"), self.num_envs)
+        if masked is not None:
             if env_id is not None:
                 raise ConfigError("pass either env_id or options['reset_mask'], not both")
-            env_id = np.flatnonzero(np.asarray(options["reset_mask"], np.bool_))
+            env_id = masked
         ids = self.all_env_ids if env_id is None else checked_ids(env_id, self.num_envs)
         if self.is_async and len(ids) != self.num_envs:
             raise ShoalError("in asynchronous mode reset() resets every env; use async_reset() and recv()")
@@ -315,6 +315,22 @@ def pool_class(env_type: str) -> type[EnvPool]:
             return self._format.act_spec
 
     return DMEnvPool
+
+
+def _masked_ids(options: dict[str, Any] | None, num_envs: int) -> np.ndarray | None:
+    """The envs Gymnasium's ``options={"reset_mask": mask}`` resets (None: no mask), checked as EnvPool checks it: a
+    flag per env (bools, or integers as bools), one set at least, and no other option."""
+    others = sorted(set(options or {}) - {"reset_mask"})
+    if others:
+        raise ResetArgumentError(f"Unsupported Gymnasium reset options for EnvPool: {others}")
+    mask = (options or {}).get("reset_mask")
+    if mask is None:
+        return None
+    flags = np.asarray(mask)
+    if flags.shape != (num_envs,) or flags.dtype.kind not in "biu" or not flags.any():
+        raise ResetArgumentError(f"options['reset_mask'] must be a bool array of shape ({num_envs},) with a True, got "
+                                 f"{mask!r}")
+    return np.flatnonzero(flags).astype(np.int32)
 
 
 def checked_ids(env_id: Any, num_envs: int) -> np.ndarray:

@@ -271,3 +271,10 @@ def test_gymnasium_task_refusals_say_what_to_do():
         ours.make("CartPole-v1", max_episode_steps=0)
     with pytest.raises(ConfigError, match=r"a list of task ids mixes Atari games in one pool; 'CartPole-v1' is one"):
         ours.make(["Pong-v5", "CartPole-v1"], num_envs=2)
+
+
+def test_num_threads_is_the_number_of_workers():
+    # EnvPool's threads step its envs; shoal's workers do (at most one an env)
+    for threads, workers in ((2, 2), (8, 4)):
+        with ours.make("CartPole-v1", num_envs=4, num_threads=threads) as pool:
+            assert pool.envs.num_workers == workers and pool.config["num_threads"] == threads

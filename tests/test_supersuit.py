@@ -204,6 +204,12 @@ def test_refused_as_supersuit_refuses():
         sh.concat_vec_envs_v1(Relay(), 2)
     with pytest.raises(ConfigError, match="num_vec_envs must be a positive integer, got 0"):
         sh.concat_vec_envs_v1(vec, 0)
+    with pytest.raises(ConfigError, match="num_cpus must be a non-negative integer, got -1"):
+        sh.concat_vec_envs_v1(vec, 2, num_cpus=-1)
+    absent = Relay()
+    absent.possible_agents = []
+    with pytest.raises(ConfigError, match="Relay has no possible_agents; each possible agent is a row"):
+        sh.pettingzoo_env_to_vec_env_v1(absent)
 
 
 FORMS = ["gymnasium", "stable_baselines3"]

@@ -15,7 +15,7 @@ import gymnasium
 
 from shoal import envpool as ours
 from shoal.envpool.gymnasium_tasks import DEFAULTS as GYMNASIUM_DEFAULTS
-from shoal.errors import ConfigError, MissingDependencyError, ShoalError
+from shoal.errors import ActionError, ConfigError, MissingDependencyError, ShoalError
 
 # The real EnvPool package (in the test extra) is compared against. Any ImportError skips: envpool 1.2.7 (what
 # Python 3.13 and 3.14 install) links the system's OpenGL and EGL libraries, which a bare machine may lack (the skip
@@ -198,6 +198,10 @@ def test_send_matches_actions_to_env_ids_in_any_order():
         returned = r"shoal steps the batch the last recv\(\) returned \(env_id \[0, 1, 2, 3\]\)"
         with pytest.raises(ShoalError, match=returned):
             pools[0].send(np.zeros(2, np.int32), np.array([0, 1]))
+        for actions in (np.zeros(5, np.int32), np.zeros(3, np.int32)):  # (in env order or not: not one per env)
+            for ids in (np.arange(4), np.arange(4)[::-1]):
+                with pytest.raises(ActionError, match=r"one action per env of env_id, got an array of shape \(\d,\)"):
+                    pools[0].send(actions, ids)
     finally:
         for pool in pools:
             pool.close()

@@ -17,7 +17,7 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 
 from shoal.envpool.formats import FORMATS, Batch, old_gym_api
-from shoal.errors import ConfigError, ResetArgumentError, ShoalError
+from shoal.errors import ActionError, ConfigError, ResetArgumentError, ShoalError
 from shoal.vector.base import VectorEnv
 from shoal.vector.checks import integer
 
@@ -173,6 +173,9 @@ class EnvPool:
                     f"send(action, env_id={ids.tolist()}): shoal steps the batch the last recv() returned "
                     f"(env_id {held.tolist()}); send actions for exactly those envs"
                 )
+            if action.shape[:1] != ids.shape:  # (reordered, extra actions would be dropped)
+                raise ActionError(f"send(action, env_id={ids.tolist()}): one action per env of env_id, got an array "
+                                  f"of shape {action.shape}")
             if not np.array_equal(ids, held):
                 order = np.argsort(ids)[np.argsort(np.argsort(held))]
                 action = action[order]

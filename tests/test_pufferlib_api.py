@@ -162,28 +162,13 @@ def test_attributes_are_pufferlibs(name, kwargs):
     of the same class), and ``flag`` through a reset, a recv and a send."""
     make = functools.partial(creator, name)
     theirs = pufferlib.vector.make(make, overwork=True, **kwargs)
-    ours = shoal.pufferlib.make(make, overwork=True, **kwargs)
     try:
-        wanted, got = _public(theirs), _public(ours)
-        assert not {key for key in wanted if key not in got} - _NO_COUNTERPART
-        for key in sorted(set(wanted) - _NO_COUNTERPART - {"driver_env"}):
-            if isinstance(wanted[key], np.ndarray):
-                np.testing.assert_array_equal(got[key], wanted[key], err_msg=key)
-                assert got[key].dtype == wanted[key].dtype, key
-            else:
-                assert got[key] == wanted[key], key
-        assert type(got["driver_env"]) is type(wanted["driver_env"])
-        flags = []
-        for vecenv in (theirs, ours):
-            vecenv.async_reset(0)
-            after_reset = vecenv.flag
-            vecenv.recv()
-            after_recv = vecenv.flag
-            vecenv.send(np.zeros(vecenv.action_space.shape, vecenv.action_space.dtype))
-            flags.append((after_reset, after_recv, vecenv.flag))
-        assert flags[0] == flags[1] == (pufferlib.vector.RECV, pufferlib.vector.SEND, pufferlib.vector.RECV)
+        ours = shoal.pufferlib.make(make, overwork=True, **kwargs)
+        try:
+            _same_attributes(theirs, ours)
+        finally:
+            ours.close()
     finally:
-        ours.close()
         if kwargs["backend"] == "Ray":
             import ray  # PufferLib's close() shuts Ray down, which the other Ray tests share
 
@@ -191,3 +176,24 @@ def test_attributes_are_pufferlibs(name, kwargs):
                 ray.kill(actor)
         else:
             theirs.close()
+
+
+def _same_attributes(theirs, ours):
+    wanted, got = _public(theirs), _public(ours)
+    assert not {key for key in wanted if key not in got} - _NO_COUNTERPART
+    for key in sorted(set(wanted) - _NO_COUNTERPART - {"driver_env"}):
+        if isinstance(wanted[key], np.ndarray):
+            np.testing.assert_array_equal(got[key], wanted[key], err_msg=key)
+            assert got[key].dtype == wanted[key].dtype, key
+        else:
+            assert got[key] == wanted[key], key
+    assert type(got["driver_env"]) is type(wanted["driver_env"])
+    flags = []
+    for vecenv in (theirs, ours):
+        vecenv.async_reset(0)
+        after_reset = vecenv.flag
+        vecenv.recv()
+        after_recv = vecenv.flag
+        vecenv.send(np.zeros(vecenv.action_space.shape, vecenv.action_space.dtype))
+        flags.append((after_reset, after_recv, vecenv.flag))
+    assert flags[0] == flags[1] == (pufferlib.vector.RECV, pufferlib.vector.SEND, pufferlib.vector.RECV)

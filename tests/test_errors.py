@@ -48,6 +48,21 @@ def test_bad_actions(actions, error, match):
         envs.step(np.zeros(4, np.int64))  # the env is still usable
 
 
+@pytest.mark.parametrize("act, actions, match", [
+    ("box_f32", np.full((2, 3), "x"), r"actions: expected numeric actions for Box\(-1\.0, 1\.0, \(3,\), float32\), "
+                                      r"got dtype <U1"),
+    ("box_f32", [[0.0, 0.0, 0.0], [0.0]], r"actions: could not be read as an array \(.*inhomogeneous"),
+    ("multibinary", np.full((2, 6), 2), r"actions: action 2 at index \(0, 0\) is outside \[0, 1\]"),
+    ("multibinary", np.zeros((2, 6), np.float32), r"actions: expected integer actions, got dtype float32"),
+])
+def test_bad_box_and_multibinary_actions(act, actions, match):
+    with shoal.make(functools.partial(SpaceEnv, act=act), 2, backend="serial") as envs:
+        envs.reset(seed=0)
+        with pytest.raises(errors.ActionError, match=match):
+            envs.step(actions)
+        envs.step(envs.action_space.sample())  # the env is still usable
+
+
 @pytest.mark.parametrize("space", ["CartPole-v1", "Pendulum-v1"])  # a Discrete, a Box
 def test_none_as_actions_says_so(space):
     with shoal.make(space, 2, backend="serial") as envs:
@@ -208,6 +223,21 @@ def test_bad_env_arguments():
         shoal.make((SpaceEnv, SpaceEnv()), 2)
     with pytest.raises(errors.ConfigError, match=r"reset and step\) as `env`, got _NoSpaces from module test_errors$"):
         shoal.make(_NoSpaces(), 2)
+    # shoal.make's keywords of gymnasium.make_vec: what does not fit them is named
+    for kwargs, match in [
+        ({"wrappers": gym.wrappers.TimeLimit}, r"wrappers must be a sequence of callables .*got type: pass a list"),
+        ({"wrappers": "TimeLimit"}, r"wrappers must be a sequence of callables .*got str"),
+        ({"wrappers": [gym.wrappers.RecordEpisodeStatistics, 3]}, r"wrappers must be callables .*; 3 is not callable"),
+        ({"vectorization_mode": "async"}, r"vectorization_mode and vector_kwargs are gymnasium.make_vec's; .*"
+                                          r"shoal.make\(functools.partial\(gymnasium.make_vec, 'CartPole-v1'"),
+        ({"observation_mode": (spaces.Discrete(2),)}, r"observation_mode as a tuple must be \(batched observation "
+                                                      r"space, single observation space\), got \(Discrete\(2\),\)"),
+    ]:
+        with pytest.raises(errors.ConfigError, match=match):
+            shoal.make("CartPole-v1", 2, backend="serial", **kwargs)
+    with pytest.raises(errors.ConfigError, match=r"wrappers wrap one env each; a batch-native env .*"
+                                                 r"\(gymnasium.wrappers.vector\)"):
+        shoal.make("shoal/Squared-v0", 2, backend="serial", wrappers=[gym.wrappers.RecordEpisodeStatistics])
     with pytest.raises(errors.SpaceMismatchError, match=r"spaces are not equivalent\. env 1 has .*expected"):
         shoal.make([functools.partial(SpaceEnv, "box_f32"), functools.partial(SpaceEnv, "dict")], backend="serial")
 

@@ -131,6 +131,15 @@ def test_bad_sequences(seqs, gamma, match):
             envs.step(seqs, gamma=gamma)
 
 
+def test_sequences_need_an_array_action_space():
+    with shoal.make(functools.partial(SpaceEnv, act="dict"), 2, backend="serial") as envs:
+        envs.reset(seed=0)
+        with pytest.raises(ActionError, match=r"action sequences need an array action space \(Box, Discrete, ...\), "
+                                              r"got Dict\("):
+            envs.send_sequences(np.zeros(2), np.array([0, 1, 2]), gamma=0.9)  # (the flat form the torch ops send)
+        envs.step(envs.action_space.sample())  # (refused before anything was sent)
+
+
 def test_disabled_autoreset_refuses_a_sequence_for_an_ended_env_but_not_an_empty_one(backend):
     from fakes.envs import CountingEnv
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import re
 
 import gymnasium as gym
 import numpy as np
@@ -105,6 +106,13 @@ def test_call_get_attr_set_attr(backend):
             e.step(np.zeros(e.batch_size, np.int64))  # the batch in flight survived the calls
         with pytest.raises(ConfigError, match=r"one value per env \(4\), got 2"):
             envs.set_attr("tag", ["x", "y"])
+        assert envs.call_envs([], "scaled", 2) == [] and envs.get_attr_envs(np.array([], np.int32), "t") == []
+        envs.set_attr_envs([1, 2], "tag", ["p", "q"])
+        assert envs.get_attr_envs([2, 1, 2], "tag") == ["q", "p", "q"]
+        for ids in ([4], [-1], [0.5], [[0, 1]]):
+            with pytest.raises(ConfigError, match=rf"env_ids must be a list of env indices in \[0, 4\), got "
+                                                  rf"{re.escape(repr(ids))}"):
+                envs.call_envs(ids, "scaled", 2)
 
 
 def test_drop_in_classes_equal_gymnasium():

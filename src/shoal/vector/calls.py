@@ -156,6 +156,8 @@ class Calls:
         """Run ``op`` on envs ``env_ids`` (all if None): each group hosting some of them gets ``payload(part)``,
         ``part`` being the positions in ``env_ids`` of its envs. One result per env, in the order of ``env_ids``."""
         ids: np.ndarray = np.arange(self.num_envs) if env_ids is None else np.asarray(env_ids)
+        if ids.shape == (0,):  # (numpy makes [] float64: no env, no call)
+            ids = ids.astype(np.int64)
         if ids.ndim != 1 or ids.dtype.kind not in "iu" or (len(ids) and (ids.min() < 0 or ids.max() >= self.num_envs)):
             raise ConfigError(f"env_ids must be a list of env indices in [0, {self.num_envs}), got {env_ids!r}")
         self._check_idle(name)

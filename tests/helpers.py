@@ -38,6 +38,23 @@ def assert_same(a, b, path="value"):
         np.testing.assert_array_equal(a_arr, b_arr, err_msg=path)
 
 
+def public_names(obj) -> set[str]:
+    """The names ``dir(obj)`` lists without a leading underscore: what a peer's object offers the code that uses it."""
+    return {name for name in dir(obj) if not name.startswith("_")}
+
+
+def assert_same_attribute(got, want, name):
+    """An attribute as a peer's: a method callable on both, an array equal with its dtype, any other value equal and
+    of the same type."""
+    if callable(want):
+        assert callable(got), name
+    elif isinstance(want, np.ndarray):
+        np.testing.assert_array_equal(got, want, err_msg=name)
+        assert got.dtype == want.dtype, name
+    else:
+        assert got == want and type(got) is type(want), name
+
+
 def generator_states(envs):
     """The state of each env's ``np_random`` (generators compare by identity; from workers they are copies)."""
     return [rng.bit_generator.state for rng in envs.np_random]

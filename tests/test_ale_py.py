@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from ale_py.vector_env import AtariVectorEnv as AlePool
 from gymnasium.utils.env_checker import data_equivalence
+from helpers import assert_same_attribute, public_names
 
 import shoal
 import shoal.ale_py
@@ -185,17 +186,10 @@ def test_public_attributes_are_ale_pys(settings):
     test_np_random_...; ``metadata``: ale-py's keys with its values, beside shoal's)."""
     kwargs = dict(dict(game="breakout", num_envs=2), **settings)
     with contextlib.closing(AlePool(**kwargs)) as theirs, shoal.ale_py.AtariVectorEnv(**kwargs) as mine:
-        wanted = {name for name in dir(theirs) if not name.startswith("_")} - {"ale"}
+        wanted = public_names(theirs) - {"ale"}
         assert not wanted - set(dir(mine))
         for name in sorted(wanted - {"np_random", "np_random_seed", "metadata", "unwrapped"}):
-            got, want = getattr(mine, name), getattr(theirs, name)
-            if callable(want):
-                assert callable(got), name
-            elif isinstance(want, np.ndarray):
-                np.testing.assert_array_equal(got, want, err_msg=name)
-                assert got.dtype == want.dtype, name
-            else:
-                assert got == want and type(got) is type(want), name
+            assert_same_attribute(getattr(mine, name), getattr(theirs, name), name)
         assert {key: mine.metadata[key] for key in theirs.metadata} == theirs.metadata
         assert mine.unwrapped is mine
         with pytest.raises(AttributeError):

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from fakes.envs import SpaceEnv
 from fakes.faults import SlowEnv
-from helpers import assert_same, generator_states, own_trajectories
+from helpers import assert_same, generator_states, own_trajectories, public_names
 
 import shoal
 from shoal.errors import ConfigError, ResetArgumentError, SpaceMismatchError
@@ -149,7 +149,7 @@ def test_drop_in_classes_have_gymnasiums_public_attributes():
     ]:
         with contextlib.closing(gym_cls(fns, **kwargs)) as ref, cls(fns, **kwargs) as envs:
             ref.reset(seed=3), envs.reset(seed=3)
-            public = {name for name in dir(ref) if not name.startswith("_")} - internals
+            public = public_names(ref) - internals
             assert envs.unwrapped is envs and ref.unwrapped is ref
             for name in sorted(public - {"envs", "np_random", "unwrapped"}):
                 if not callable(getattr(ref, name)):

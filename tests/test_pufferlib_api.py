@@ -9,7 +9,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 from fakes.faults import FaultyEnv
-from helpers import run_readme_block
+from helpers import assert_same_attribute, public_names, run_readme_block
 
 pytest.importorskip(
     "pufferlib", reason="PufferLib pins a torch build: pip install --no-deps pufferlib-core==3.0.23 (.ci/run does)"
@@ -142,11 +142,6 @@ _NO_COUNTERPART = {  # PufferLib's shared arrays, pipes, processes, worker queue
 }
 
 
-def _public(obj) -> dict:
-    return {name: getattr(obj, name) for name in dir(obj)
-            if not name.startswith("_") and not callable(getattr(obj, name))}
-
-
 @pytest.mark.parametrize("name, kwargs", [
     pytest.param("cartpole", dict(backend="Multiprocessing", num_envs=8, num_workers=4, batch_size=4,
                                   sync_traj=False), id="mp-2-blocks"),
@@ -179,15 +174,11 @@ def test_attributes_are_pufferlibs(name, kwargs):
 
 
 def _same_attributes(theirs, ours):
-    wanted, got = _public(theirs), _public(ours)
-    assert not {key for key in wanted if key not in got} - _NO_COUNTERPART
-    for key in sorted(set(wanted) - _NO_COUNTERPART - {"driver_env"}):
-        if isinstance(wanted[key], np.ndarray):
-            np.testing.assert_array_equal(got[key], wanted[key], err_msg=key)
-            assert got[key].dtype == wanted[key].dtype, key
-        else:
-            assert got[key] == wanted[key], key
-    assert type(got["driver_env"]) is type(wanted["driver_env"])
+    wanted = public_names(theirs) - _NO_COUNTERPART
+    assert not wanted - set(dir(ours))
+    for name in sorted(wanted - {"driver_env"}):
+        assert_same_attribute(getattr(ours, name), getattr(theirs, name), name)
+    assert type(ours.driver_env) is type(theirs.driver_env)
     flags = []
     for vecenv in (theirs, ours):
         vecenv.async_reset(0)

@@ -12,7 +12,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 from fakes.envs import KeepsItsOutputs, SpaceEnv
-from helpers import assert_same
+from helpers import assert_same, public_names
 
 import shoal
 from shoal.errors import ActionError, ConfigError
@@ -110,7 +110,7 @@ def test_drop_ins_have_sb3s_public_attributes(build):
     machinery = {"buf_obs", "buf_dones", "buf_rews", "buf_infos", "keys", "remotes", "work_remotes", "processes"}
     fns = _fns("box_f32", "discrete", 2)
     ref, envs = getattr(sb3_vec_env, build)(fns), getattr(shoal.sb3, build)(fns)
-    missing = {name for name in dir(ref) if not name.startswith("_")} - machinery - set(dir(envs))
+    missing = public_names(ref) - machinery - set(dir(envs))
     for vec in (ref, envs):
         vec.reset()
         vec.step_async(np.zeros(2, np.int64))

@@ -323,10 +323,11 @@ def pool_class(env_type: str) -> type[EnvPool]:
 def _masked_ids(options: dict[str, Any] | None, num_envs: int) -> np.ndarray | None:
     """The envs Gymnasium's ``options={"reset_mask": mask}`` resets (None: no mask), checked as EnvPool checks it: a
     flag per env (bools, or integers as bools), one set at least, and no other option."""
-    others = sorted(set(options or {}) - {"reset_mask"})
+    options = options or {}
+    others = sorted(set(options) - {"reset_mask"})
     if others:
         raise ResetArgumentError(f"Unsupported Gymnasium reset options for EnvPool: {others}")
-    mask = (options or {}).get("reset_mask")
+    mask = options.get("reset_mask")
     if mask is None:
         return None
     flags = np.asarray(mask)

@@ -71,8 +71,7 @@ class PufferVecEnv:
         self.obs_batch_shape = (batch_size * k, *self.single_observation_space.shape)
         self.atn_shape = tuple(self.single_action_space.shape)
         self.atn_batch_shape = (self.workers_per_batch, per_worker * k, *self.atn_shape)
-        self._ids = np.arange(n * k)
-        self.agent_ids = self._ids.reshape(n // per_worker, per_worker * k)  # a row per PufferLib worker
+        self.agent_ids = np.arange(n * k).reshape(n // per_worker, per_worker * k)  # a row per PufferLib worker
         self._batch = batch_size
         self._action_shape = (batch_size, *((k, *transport.shape) if self._agents else transport.shape))
         self._action_size = int(np.prod(self._action_shape))
@@ -194,7 +193,7 @@ class PufferVecEnv:
         self._in_flight[b] = None
         rows, k, masks, teacher = self.agents_per_batch, self._agents, self._masks, self._teacher
         if parts.ids is None:  # block b
-            env_ids = self._ids[b * rows:(b + 1) * rows]
+            env_ids = self.agent_ids.reshape(-1)[b * rows:(b + 1) * rows]  # (as PufferLib, from agent_ids)
         else:  # the first envs to finish: their rows
             env_ids = (parts.ids[:, None] * k + np.arange(k)).ravel() if k else parts.ids.copy()
         if k:  # each env's agents' rows, as its PufferLib env wrote them
